@@ -1,0 +1,38 @@
+# Two commands do all setup on a fresh machine (Python >= 3.11 and make):
+#   make serve   run the fake with the dev seed on 127.0.0.1:8787
+#   make test    lint, type-check and run the whole suite
+SHELL := /bin/bash
+PYTHON ?= python3
+UV_VERSION := 0.13.8
+UV := $(shell command -v uv 2>/dev/null || echo .tools/bin/uv)
+RUN := $(UV) run --frozen
+
+.PHONY: serve test lint typecheck pytest sync fuzz clean
+
+.tools/bin/uv:
+	$(PYTHON) -m venv .tools
+	.tools/bin/python -m pip install --quiet --disable-pip-version-check "uv==$(UV_VERSION)"
+
+.venv/.synced: pyproject.toml uv.lock | $(UV)
+	$(UV) sync --frozen --all-groups
+	@touch $@
+
+sync: .venv/.synced
+
+serve: sync
+	$(RUN) fake-lucy serve
+
+lint: sync
+	$(RUN) ruff check .
+	$(RUN) ruff format --check .
+
+typecheck: sync
+	$(RUN) mypy
+
+pytest: sync
+	$(RUN) pytest -W error
+
+test: lint typecheck pytest
+
+clean:
+	rm -rf .venv .tools .fake-lucy .mypy_cache .pytest_cache .ruff_cache

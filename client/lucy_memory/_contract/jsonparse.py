@@ -1,0 +1,85 @@
+"""Strict JSON: one object, no duplicate keys, no NaN/Infinity, no lone surrogates.
+
+Python's ``json`` module accepts all three of those; a server that hashes canonical bodies must not.
+Error details describe *where* and *what kind* of problem, never the offending input itself.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+__all__ = ["InvalidJSONError", "parse_json_object"]
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class InvalidJSONError(ValueError):
+    """The text is not a strict JSON object. ``str()`` never contains the input."""
+
+
+def _reject_constant(_name: str) -> Any:
+    raise InvalidJSONError("NaN and Infinity are not JSON")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise InvalidJSONError("a number is out of the range of a double")
+    return value
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise InvalidJSONError("an object has a duplicate key")
+        result[key] = value
+    return result
+
+
+def _check_strings(value: Any) -> None:
+    if isinstance(value, str):
+        if _SURROGATE.search(value):
+            raise InvalidJSONError("a string contains a lone surrogate")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _check_strings(key)
+            _check_strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            _check_strings(item)
+
+
+def parse_json_object(data: bytes | str) -> dict[str, Any]:
+    """Parse a strict JSON object from UTF-8 bytes or text."""
+    if isinstance(data, bytes):
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise InvalidJSONError("the body is not valid UTF-8") from None
+    else:
+        text = data
+    if not text.strip():
+        raise InvalidJSONError("the body is empty")
+    try:
+        value = json.loads(
+            text,
+            object_pairs_hook=_unique_pairs,
+            parse_constant=_reject_constant,
+            parse_float=_finite_float,
+        )
+    except InvalidJSONError:
+        raise
+    except json.JSONDecodeError as exc:
+        # msg/lineno/colno describe the position only; exc.doc (the input) is never used.
+        raise InvalidJSONError(f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except (ValueError, RecursionError):
+        # int() refuses numbers with too many digits; deep nesting exhausts the stack.
+        raise InvalidJSONError("the JSON is too large or too deeply nested to parse") from None
+    if not isinstance(value, dict):
+        raise InvalidJSONError("the JSON value must be an object")
+    _check_strings(value)
+    return value

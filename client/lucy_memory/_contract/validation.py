@@ -1,0 +1,173 @@
+"""JSON Schema 2020-12 validation against ``schemas/``, with the ``x-maxUtf8Bytes`` keyword.
+
+Errors are reported as ``SchemaError(pointer, detail)``: an RFC 6901 pointer into the instance and a
+sentence that names the rule broken, never the value that broke it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from jsonschema import Draft202012Validator, validators
+from jsonschema.exceptions import ValidationError
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT202012
+
+from lucy_memory._contract.files import load_schema, schema_names
+
+__all__ = ["SchemaError", "SchemaValidator", "schema_registry", "schema_validator"]
+
+BYTES_KEYWORD = "x-maxUtf8Bytes"
+
+
+def _max_utf8_bytes(
+    _validator: Any, limit: int, instance: Any, _schema: dict[str, Any]
+) -> Iterator[ValidationError]:
+    if isinstance(instance, str):
+        try:
+            size = len(instance.encode("utf-8"))
+        except UnicodeEncodeError:
+            yield ValidationError("is not encodable as UTF-8")
+            return
+        if size > limit:
+            yield ValidationError(f"must be at most {limit} UTF-8 bytes")
+
+
+# jsonschema's ``extend`` is untyped in its stubs; the result is a Draft 2020-12 validator class.
+_Validator: Any = validators.extend(  # type: ignore[no-untyped-call]
+    Draft202012Validator, {BYTES_KEYWORD: _max_utf8_bytes}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaError:
+    pointer: str
+    detail: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"pointer": self.pointer, "detail": self.detail}
+
+
+def _escape(token: str | int) -> str:
+    return str(token).replace("~", "~0").replace("/", "~1")
+
+
+def _pointer(path: Any) -> str:
+    return "".join("/" + _escape(token) for token in path)
+
+
+def _type_names(expected: Any) -> str:
+    names = expected if isinstance(expected, list) else [expected]
+    return " or ".join(str(name) for name in names)
+
+
+def _describe(error: ValidationError) -> str:
+    keyword = error.validator
+    value: Any = error.validator_value
+    if keyword == "type":
+        return f"must be of type {_type_names(value)}"
+    if keyword in ("enum",):
+        return "must be one of: " + ", ".join(str(item) for item in value)
+    if keyword == "const":
+        return f"must be {value}"
+    if keyword == "pattern":
+        return f"must match the pattern {value}"
+    if keyword == "minLength":
+        return f"must be at least {value} characters long"
+    if keyword == "maxLength":
+        return f"must be at most {value} characters long"
+    if keyword == "minimum":
+        return f"must be at least {value}"
+    if keyword == "maximum":
+        return f"must be at most {value}"
+    if keyword == "exclusiveMinimum":
+        return f"must be greater than {value}"
+    if keyword == "exclusiveMaximum":
+        return f"must be less than {value}"
+    if keyword == "minItems":
+        return f"must have at least {value} items"
+    if keyword == "maxItems":
+        return f"must have at most {value} items"
+    if keyword == "uniqueItems":
+        return "must not contain duplicate items"
+    if keyword == "minProperties":
+        return f"must have at least {value} properties"
+    if keyword == BYTES_KEYWORD:
+        return f"must be at most {value} UTF-8 bytes"
+    if keyword in ("anyOf", "oneOf"):
+        return "does not match any of the allowed forms"
+    return f"does not satisfy the schema keyword {keyword}"
+
+
+def _specific(error: ValidationError) -> ValidationError:
+    """For anyOf/oneOf (nullable fields), report the branch that fits the instance's type."""
+    while error.validator in ("anyOf", "oneOf") and error.context:
+        candidates = [item for item in error.context if item.validator != "type"]
+        if not candidates:
+            return error
+        error = min(candidates, key=lambda item: -len(item.relative_path))
+    return error
+
+
+def _flatten(error: ValidationError) -> list[SchemaError]:
+    error = _specific(error)
+    base = list(error.absolute_path)
+    if error.validator == "required":
+        present = error.instance if isinstance(error.instance, dict) else {}
+        required: Any = error.validator_value
+        return [
+            SchemaError(_pointer([*base, name]), "is required") for name in required if name not in present
+        ]
+    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+        schema: Any = error.schema
+        allowed = set(schema.get("properties", {}))
+        return [
+            SchemaError(_pointer([*base, name]), "is not an allowed property")
+            for name in error.instance
+            if name not in allowed
+        ]
+    if error.validator == "unevaluatedProperties" and isinstance(error.instance, dict):
+        return [SchemaError(_pointer(base), "has properties that are not allowed")]
+    return [SchemaError(_pointer(base), _describe(error))]
+
+
+@cache
+def schema_registry() -> Registry[Any]:
+    resources = []
+    for name in schema_names():
+        schema = load_schema(name)
+        resources.append((schema["$id"], Resource.from_contents(schema, DRAFT202012)))
+    registry: Registry[Any] = Registry().with_resources(resources)
+    return registry
+
+
+class SchemaValidator:
+    """A compiled validator for one schema file."""
+
+    def __init__(self, filename: str) -> None:
+        self.filename = filename
+        self.schema = load_schema(filename)
+        self._validator = _Validator(self.schema, registry=schema_registry())
+
+    def errors(self, instance: Any) -> list[SchemaError]:
+        found: list[SchemaError] = []
+        seen: set[tuple[str, str]] = set()
+        ordered = sorted(self._validator.iter_errors(instance), key=lambda e: list(map(str, e.path)))
+        for error in ordered:
+            for item in _flatten(error):
+                if (item.pointer, item.detail) not in seen:
+                    seen.add((item.pointer, item.detail))
+                    found.append(item)
+        return found
+
+    def is_valid(self, instance: Any) -> bool:
+        return bool(self._validator.is_valid(instance))
+
+
+@cache
+def schema_validator(filename: str) -> SchemaValidator:
+    """The compiled validator for ``schemas/<filename>``, built once per process."""
+    return SchemaValidator(filename)

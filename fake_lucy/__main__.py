@@ -1,0 +1,3 @@
+from fake_lucy.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,122 @@
+"""The ASGI application: v1 under ``/api/agent-memory/v1``, control under ``/_fake``."""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from fake_lucy import __version__
+from fake_lucy.domain.errors import DomainError
+from fake_lucy.domain.ids import random_request_id
+from fake_lucy.http.control import control_router
+from fake_lucy.http.openapi import control_openapi, v1_openapi
+from fake_lucy.http.pipeline import V1Pipeline
+from fake_lucy.http.problems import JSON, json_bytes, problem_response
+from fake_lucy.runtime import FakeLucy
+from fake_lucy.settings import FakeLucySettings, load_settings
+
+__all__ = ["create_app", "create_app_from_environment"]
+
+log = logging.getLogger("fake_lucy")
+
+
+class VersionHeader:
+    """Adds ``Fake-Lucy-Version`` to every response (a plain ASGI middleware: no body copies)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.header = (b"fake-lucy-version", __version__.encode("ascii"))
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_version(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), self.header]
+            await send(message)
+
+        await self.app(scope, receive, send_with_version)
+
+
+def create_app(fake: FakeLucy) -> FastAPI:
+    base = fake.contract["base_path"]
+    app = FastAPI(
+        title="Fake Lucy Agent Memory",
+        version=__version__,
+        openapi_url=None,
+        docs_url=None,
+        redoc_url=None,
+    )
+    app.state.fake = fake
+    pipeline = V1Pipeline(fake)
+    v1_document = json_bytes(v1_openapi(fake))
+    control_document = json_bytes(control_openapi(fake))
+
+    async def recall(request: Request) -> Response:
+        return await pipeline.handle(request, "recall")
+
+    async def propose(request: Request) -> Response:
+        return await pipeline.handle(request, "propose")
+
+    async def proposal_status(request: Request, proposal_id: str) -> Response:
+        return await pipeline.handle(request, "proposal_status", proposal_id)
+
+    async def healthz() -> Response:
+        return Response(json_bytes({"status": "ok", "version": __version__}), media_type=JSON)
+
+    async def openapi_v1() -> Response:
+        return Response(v1_document, media_type=JSON)
+
+    async def openapi_control() -> Response:
+        return Response(control_document, media_type=JSON)
+
+    app.add_api_route(f"{base}/recall", recall, methods=["POST"], include_in_schema=False)
+    app.add_api_route(f"{base}/proposals", propose, methods=["POST"], include_in_schema=False)
+    app.add_api_route(
+        f"{base}/proposals/{{proposal_id}}",
+        proposal_status,
+        methods=["GET"],
+        include_in_schema=False,
+    )
+    app.add_api_route("/healthz", healthz, methods=["GET"], include_in_schema=False)
+    app.add_api_route("/openapi.json", openapi_v1, methods=["GET"], include_in_schema=False)
+    app.add_api_route("/_fake/openapi.json", openapi_control, methods=["GET"], include_in_schema=False)
+    app.include_router(control_router(fake))
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, StarletteHTTPException)
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:
+            error = DomainError(
+                "method_not_allowed",
+                f"this path does not answer {request.method}",
+                headers={"Allow": headers.get("Allow", "")},
+            )
+        else:
+            error = DomainError("not_found", "no route matches this path")
+        return problem_response(error, random_request_id())
+
+    async def unexpected(request: Request, exc: Exception) -> Response:
+        log.exception("unexpected error while serving %s %s", request.method, request.url.path)
+        return problem_response(
+            DomainError("internal", "the fake hit an unexpected error; see its log"),
+            random_request_id(),
+        )
+
+    app.add_exception_handler(StarletteHTTPException, http_error)
+    app.add_exception_handler(Exception, unexpected)
+    app.add_middleware(VersionHeader)
+    return app
+
+
+def create_app_from_environment() -> FastAPI:
+    """Factory for uvicorn workers: settings from ``FAKE_LUCY_*`` (the parent initialised the DB)."""
+    settings: FakeLucySettings = load_settings()
+    return create_app(FakeLucy(settings, initialise=False))

@@ -1,0 +1,117 @@
+"""``fake-lucy serve``: run the fake under uvicorn."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import uvicorn
+from pydantic import ValidationError
+
+from fake_lucy import __version__
+from fake_lucy.app import create_app
+from fake_lucy.domain.seed import DEFAULT_ADMIN_TOKEN, DEV_TOKEN
+from fake_lucy.runtime import FakeLucy
+from fake_lucy.settings import FakeLucySettings, load_settings
+
+__all__ = ["main"]
+
+log = logging.getLogger("fake_lucy")
+PROTOCOL = "fake_lucy.http.uvicorn_protocol:AbortingH11Protocol"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="fake-lucy", description="A fake of Lucy Agent Memory HTTP v1.")
+    parser.add_argument("--version", action="version", version=f"fake-lucy {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="run the fake (every option also FAKE_LUCY_<NAME>)")
+    serve.add_argument("--host")
+    serve.add_argument("--port", type=int)
+    serve.add_argument("--workers", type=int)
+    serve.add_argument("--database", help="SQLite file, or :memory: (one worker only)")
+    serve.add_argument("--seed", type=Path, help="JSON seed file (schemas/seed.schema.json)")
+    serve.add_argument("--id-seed", type=int, help="make generated ids deterministic")
+    serve.add_argument("--journal-size", type=int)
+    serve.add_argument("--idempotency-ttl-seconds", type=int)
+    serve.add_argument("--reset-on-start", action="store_true", default=None)
+    serve.add_argument("--admin-token-file", type=Path, help="file holding the admin token")
+    return parser
+
+
+def _announce(settings: FakeLucySettings, fake: FakeLucy) -> None:
+    host = settings.host if ":" not in settings.host else f"[{settings.host}]"
+    lines = [
+        f"fake-lucy {__version__} on http://{host}:{settings.port} (database {settings.database})",
+        f"  v1 base URL:  http://{host}:{settings.port}   (API under {fake.contract['base_path']})",
+    ]
+    if settings.seed is None:
+        lines.append(f"  dev token:    {DEV_TOKEN}   (tenant_dev / acct_dev, read + propose)")
+    else:
+        lines.append(f"  seed:         {settings.seed} (tokens as listed in the seed)")
+    if fake.admin_token_is_builtin:
+        lines.append(f"  admin token:  {DEFAULT_ADMIN_TOKEN}   (control API under /_fake)")
+    else:
+        lines.append("  admin token:  as configured (FAKE_LUCY_ADMIN_TOKEN or --admin-token-file)")
+    if not fake.loopback:
+        log.warning("listening on a non-loopback address: the built-in tokens are refused (401)")
+    print("\n".join(lines), flush=True)
+
+
+def serve(settings: FakeLucySettings) -> None:
+    fake = FakeLucy(settings)  # creates and seeds the database before any worker starts
+    _announce(settings, fake)
+    if settings.workers == 1:
+        config = uvicorn.Config(
+            create_app(fake),
+            host=settings.host,
+            port=settings.port,
+            http=PROTOCOL,
+            lifespan="off",
+            log_level="warning",
+        )
+        uvicorn.Server(config).run()
+        return
+    fake.close()
+    for name, value in settings.model_dump(exclude={"admin_token", "admin_token_file"}).items():
+        if value is not None:
+            os.environ[f"FAKE_LUCY_{name.upper()}"] = str(value)
+    os.environ.pop("FAKE_LUCY_RESET_ON_START", None)
+    admin = settings.resolved_admin_token()
+    if admin is not None:
+        os.environ["FAKE_LUCY_ADMIN_TOKEN"] = admin
+    uvicorn.run(
+        "fake_lucy.app:create_app_from_environment",
+        factory=True,
+        host=settings.host,
+        port=settings.port,
+        workers=settings.workers,
+        http=PROTOCOL,
+        lifespan="off",
+        log_level="warning",
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    args = _parser().parse_args(argv)
+    overrides = {k: v for k, v in vars(args).items() if k != "command"}
+    try:
+        settings = load_settings(**overrides)
+        settings.resolved_admin_token()
+    except (ValidationError, ValueError, OSError) as exc:
+        print(f"fake-lucy: invalid configuration: {exc}", file=sys.stderr)
+        return 2
+    try:
+        serve(settings)
+    except (ValueError, OSError) as exc:
+        print(f"fake-lucy: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,71 @@
+"""One credit per executed call, the ledger, and the billing authority (SPEC 2.3)."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from fake_lucy.domain.errors import DomainError
+
+__all__ = [
+    "balance",
+    "billing_available",
+    "charge",
+    "check_can_charge",
+    "set_balance",
+    "set_billing",
+]
+
+
+def billing_available(conn: sqlite3.Connection) -> bool:
+    return bool(conn.execute("SELECT billing_available FROM server_state WHERE id = 1").fetchone()[0])
+
+
+def set_billing(conn: sqlite3.Connection, available: bool) -> None:
+    conn.execute("UPDATE server_state SET billing_available = ? WHERE id = 1", (available,))
+
+
+def balance(conn: sqlite3.Connection, account: str) -> int:
+    row = conn.execute("SELECT balance FROM accounts WHERE id = ?", (account,)).fetchone()
+    return 0 if row is None else int(row[0])
+
+
+def check_can_charge(conn: sqlite3.Connection, account: str) -> None:
+    """Step 12: the billing authority, then the balance."""
+    if not billing_available(conn):
+        raise DomainError(
+            "billing_unavailable",
+            "the billing authority could not complete the request; nothing was executed or charged",
+        )
+    if balance(conn, account) < 1:
+        raise DomainError("insufficient_credits", "the account has no credits left; nothing was executed")
+
+
+def charge(conn: sqlite3.Connection, *, account: str, request_id: str, operation: str, at: str) -> int:
+    """Take one credit with one conditional update and write its ledger row; returns the balance."""
+    row = conn.execute(
+        "UPDATE accounts SET balance = balance - 1 WHERE id = ? AND balance >= 1 RETURNING balance",
+        (account,),
+    ).fetchone()
+    if row is None:
+        raise DomainError("insufficient_credits", "the account has no credits left; nothing was executed")
+    remaining = int(row[0])
+    conn.execute(
+        "INSERT INTO ledger (account_id, request_id, operation, amount, balance_after, at)"
+        " VALUES (?, ?, ?, -1, ?, ?)",
+        (account, request_id, operation, remaining, at),
+    )
+    return remaining
+
+
+def set_balance(
+    conn: sqlite3.Connection, *, account: str, new_balance: int, request_id: str, at: str
+) -> None:
+    row = conn.execute("SELECT balance FROM accounts WHERE id = ?", (account,)).fetchone()
+    if row is None:
+        raise DomainError("not_found", "no account has this id")
+    conn.execute("UPDATE accounts SET balance = ? WHERE id = ?", (new_balance, account))
+    conn.execute(
+        "INSERT INTO ledger (account_id, request_id, operation, amount, balance_after, at)"
+        " VALUES (?, ?, 'admin_set', ?, ?, ?)",
+        (account, request_id, new_balance - int(row[0]), new_balance, at),
+    )

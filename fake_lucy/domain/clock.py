@@ -1,0 +1,76 @@
+"""The server clock: real time plus an offset, optionally frozen; stored in the database.
+
+Expiry, idempotency retention, rate-limit refill and every timestamp the fake emits read it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from datetime import UTC, datetime
+
+from fake_lucy.domain.errors import DomainError
+
+__all__ = ["advance", "format_us", "now_us", "parse_timestamp", "set_clock", "state"]
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _real_us() -> int:
+    return time.time_ns() // 1000
+
+
+def format_us(us: int) -> str:
+    seconds, micros = divmod(us, 1_000_000)
+    moment = datetime.fromtimestamp(seconds, tz=UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S") + f".{micros:06d}Z"
+
+
+def parse_timestamp(value: str) -> int:
+    moment = datetime.strptime(value, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+    delta = moment - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def now_us(conn: sqlite3.Connection) -> int:
+    offset, frozen = conn.execute(
+        "SELECT clock_offset_us, clock_frozen_us FROM server_state WHERE id = 1"
+    ).fetchone()
+    return int(frozen) if frozen is not None else _real_us() + int(offset)
+
+
+def state(conn: sqlite3.Connection) -> dict[str, object]:
+    frozen = conn.execute("SELECT clock_frozen_us FROM server_state WHERE id = 1").fetchone()[0]
+    return {"now": format_us(now_us(conn)), "frozen": frozen is not None}
+
+
+def _store(conn: sqlite3.Connection, target_us: int, frozen: bool) -> None:
+    if frozen:
+        conn.execute("UPDATE server_state SET clock_frozen_us = ? WHERE id = 1", (target_us,))
+    else:
+        conn.execute(
+            "UPDATE server_state SET clock_frozen_us = NULL, clock_offset_us = ? WHERE id = 1",
+            (target_us - _real_us(),),
+        )
+
+
+def advance(conn: sqlite3.Connection, seconds: float) -> dict[str, object]:
+    frozen = state(conn)["frozen"] is True
+    _store(conn, now_us(conn) + round(seconds * 1_000_000), frozen)
+    return state(conn)
+
+
+def set_clock(conn: sqlite3.Connection, *, now: str | None, frozen: bool | None) -> dict[str, object]:
+    current = now_us(conn)
+    target = current
+    if now is not None:
+        target = parse_timestamp(now)
+        if target < current:
+            raise DomainError(
+                "clock_regression",
+                "the clock never moves backwards; use reset to return to real time",
+                details={"now": format_us(current)},
+            )
+    keep_frozen = (state(conn)["frozen"] is True) if frozen is None else frozen
+    _store(conn, target, keep_frozen)
+    return state(conn)

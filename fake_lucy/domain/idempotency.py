@@ -1,0 +1,129 @@
+"""Idempotent proposals (SPEC 2.3): ``(account, Idempotency-Key) → (body hash, status, body)``.
+
+Only successful responses are stored. A record is ``in_flight`` while its request executes after a
+separate commit (the ``in_flight`` fault), so that a concurrent request with the same key meets 409.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+
+from fake_lucy.domain.errors import DomainError
+from fake_lucy.domain.principals import Principal, Scope
+
+__all__ = ["Replay", "discard", "lookup", "mark_in_flight", "store"]
+
+# An in-flight marker older than this belongs to a request that died; it no longer blocks the key.
+IN_FLIGHT_GRACE_SECONDS = 120
+
+
+@dataclass(frozen=True, slots=True)
+class Replay:
+    status: int
+    body: bytes
+    original_request_id: str
+
+
+def lookup(
+    conn: sqlite3.Connection,
+    principal: Principal,
+    key: str,
+    body_sha256: str,
+    *,
+    now: str,
+) -> Replay | None:
+    """Step 10: a replay, a refusal, or ``None`` (the key is free)."""
+    row = conn.execute(
+        "SELECT * FROM idempotency_records WHERE account_id = ? AND key = ?",
+        (principal.account_id, key),
+    ).fetchone()
+    if row is None:
+        return None
+    stale = row["state"] == "in_flight" and (row["in_flight_until"] or "") <= now
+    if row["expires_at"] <= now or stale:
+        discard(conn, principal.account_id, key)
+        return None
+    if row["body_sha256"] != body_sha256:
+        raise DomainError(
+            "idempotency_key_reused",
+            "this Idempotency-Key was used with a different request body; use a new key",
+        )
+    if row["state"] == "in_flight":
+        raise DomainError(
+            "idempotency_key_in_use",
+            "a request with this Idempotency-Key is still in flight; repeat it later",
+        )
+    if not principal.sees(Scope(row["scope_kind"], row["scope_id"])):
+        raise DomainError("scope_forbidden", "the credential cannot see this scope")
+    return Replay(
+        status=int(row["status_code"]),
+        body=bytes(row["response_body"]),
+        original_request_id=row["original_request_id"],
+    )
+
+
+def mark_in_flight(
+    conn: sqlite3.Connection,
+    principal: Principal,
+    key: str,
+    body_sha256: str,
+    scope: Scope,
+    *,
+    request_id: str,
+    now: str,
+    expires_at: str,
+    in_flight_until: str,
+) -> None:
+    conn.execute(
+        "INSERT OR REPLACE INTO idempotency_records (account_id, key, body_sha256, state,"
+        " original_request_id, scope_kind, scope_id, created_at, expires_at, in_flight_until)"
+        " VALUES (?, ?, ?, 'in_flight', ?, ?, ?, ?, ?, ?)",
+        (
+            principal.account_id,
+            key,
+            body_sha256,
+            request_id,
+            scope.kind,
+            scope.id,
+            now,
+            expires_at,
+            in_flight_until,
+        ),
+    )
+
+
+def store(
+    conn: sqlite3.Connection,
+    principal: Principal,
+    key: str,
+    body_sha256: str,
+    scope: Scope,
+    *,
+    request_id: str,
+    status: int,
+    body: bytes,
+    now: str,
+    expires_at: str,
+) -> None:
+    conn.execute(
+        "INSERT OR REPLACE INTO idempotency_records (account_id, key, body_sha256, state,"
+        " status_code, response_body, original_request_id, scope_kind, scope_id, created_at,"
+        " expires_at) VALUES (?, ?, ?, 'done', ?, ?, ?, ?, ?, ?, ?)",
+        (
+            principal.account_id,
+            key,
+            body_sha256,
+            status,
+            body,
+            request_id,
+            scope.kind,
+            scope.id,
+            now,
+            expires_at,
+        ),
+    )
+
+
+def discard(conn: sqlite3.Connection, account: str, key: str) -> None:
+    conn.execute("DELETE FROM idempotency_records WHERE account_id = ? AND key = ?", (account, key))

@@ -1,0 +1,36 @@
+"""Opaque ids: random by default, or a deterministic sequence with ``--id-seed``."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import secrets
+import sqlite3
+
+__all__ = ["IdFactory", "random_request_id"]
+
+_BODY_CHARS = 22
+
+
+def _urlsafe(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")[:_BODY_CHARS]
+
+
+def random_request_id() -> str:
+    return "req_" + _urlsafe(secrets.token_bytes(18))
+
+
+class IdFactory:
+    """``new(conn, "mem")`` → ``mem_<22 url-safe chars>``; with a seed, the n-th id is fixed."""
+
+    def __init__(self, seed: int | None) -> None:
+        self.seed = seed
+
+    def new(self, conn: sqlite3.Connection, prefix: str) -> str:
+        if self.seed is None:
+            return f"{prefix}_{_urlsafe(secrets.token_bytes(18))}"
+        (n,) = conn.execute(
+            "UPDATE server_state SET id_sequence = id_sequence + 1 WHERE id = 1 RETURNING id_sequence"
+        ).fetchone()
+        digest = hashlib.sha256(f"{self.seed}:{prefix}:{n}".encode()).digest()
+        return f"{prefix}_{_urlsafe(digest)}"

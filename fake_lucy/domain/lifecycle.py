@@ -1,0 +1,475 @@
+"""The proposal state machine and memory versions (SPEC 1.3).
+
+```
+pending ──approve (reviewer or auto-memory policy)──▶ approved
+pending ──reject (reviewer, or server policy)───────▶ rejected
+pending ──now ≥ expires_at──────────────────────────▶ expired
+pending ──another proposal for the same target──────▶ superseded
+pending ──its target memory deleted─────────────────▶ superseded (target_deleted)
+```
+Every function runs inside the caller's write transaction and either completes or raises.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass
+from typing import Any
+
+from fake_lucy.domain.errors import DomainError
+from fake_lucy.domain.ids import IdFactory
+from fake_lucy.domain.principals import Principal, Scope, scope_tag
+from fake_lucy.domain.records import MEMORY_COLUMNS
+
+__all__ = [
+    "FINAL_STATES",
+    "Placeholder",
+    "ProposalPlan",
+    "approve",
+    "create_proposal",
+    "delete_memory",
+    "expire",
+    "expire_due",
+    "load_proposal",
+    "plan_proposal",
+    "reject",
+    "restore_memory",
+]
+
+FINAL_STATES = frozenset({"approved", "rejected", "expired", "superseded"})
+_UNSET: Any = object()
+
+
+@dataclass(frozen=True, slots=True)
+class Placeholder:
+    """What a secret-looking proposal stores instead of its text."""
+
+    text: str
+
+
+def expire_due(conn: sqlite3.Connection, now: str) -> None:
+    """Persist the effective status: every pending proposal past ``expires_at`` becomes expired."""
+    conn.execute(
+        "UPDATE proposals SET status = 'expired', reason = 'expired',"
+        " decided_at = expires_at, updated_at = expires_at"
+        " WHERE status = 'pending' AND expires_at <= ?",
+        (now,),
+    )
+
+
+def _memory_head(conn: sqlite3.Connection, tenant: str, memory_id: str) -> sqlite3.Row | None:
+    row: sqlite3.Row | None = conn.execute(
+        f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.id = ? AND m.tenant_id = ?",  # noqa: S608 - constant column list
+        (memory_id, tenant),
+    ).fetchone()
+    return row
+
+
+def _active_topic_owner(
+    conn: sqlite3.Connection, tenant: str, scope: Scope, topic: str
+) -> sqlite3.Row | None:
+    row: sqlite3.Row | None = conn.execute(
+        "SELECT id, version FROM memories WHERE tenant_id = ? AND scope_kind = ? AND scope_id = ?"
+        " AND topic = ? AND status = 'active'",
+        (tenant, scope.kind, scope.id, topic),
+    ).fetchone()
+    return row
+
+
+def _topic_target(tenant: str, scope: Scope, topic: str) -> str:
+    return "t:" + json.dumps([tenant, scope.kind, scope.id, topic])
+
+
+def _topic_conflict(memory_id: str | None = None) -> DomainError:
+    details = {"memory_id": memory_id} if memory_id else None
+    return DomainError(
+        "topic_conflict",
+        "another active memory in this scope already has this topic",
+        details=details,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ProposalPlan:
+    """What a valid proposal will store: the resolved topic, replacement and target."""
+
+    scope: Scope
+    topic: str | None
+    replaces_id: str | None
+    replaces_version: int | None
+    target_key: str | None
+
+
+def plan_proposal(conn: sqlite3.Connection, principal: Principal, body: dict[str, Any]) -> ProposalPlan:
+    """Step 11 for a propose: scope visibility, then the replacement and topic rules.
+
+    Raises ``scope_forbidden``, ``memory_not_found``, ``version_conflict``, ``topic_conflict``
+    or ``invalid_request`` (scope differs from the replaced memory's).
+    """
+    scope = Scope(kind=body["scope"]["kind"], id=body["scope"]["id"])
+    if not principal.sees(scope):
+        raise DomainError("scope_forbidden", "the credential cannot see this scope")
+    tenant = principal.tenant_id
+    topic: str | None = body.get("topic", _UNSET)
+    replaces = body.get("replaces")
+    if replaces is not None:
+        head = _memory_head(conn, tenant, replaces["memory_id"])
+        if (
+            head is None
+            or head["status"] == "deleted"
+            or not principal.sees(Scope(head["scope_kind"], head["scope_id"]))
+        ):
+            raise DomainError("memory_not_found", "no visible active memory has this id")
+        if head["version"] != replaces["version"]:
+            raise DomainError(
+                "version_conflict",
+                "the proposal replaces a version that is no longer the active one",
+                details={
+                    "memory_id": head["id"],
+                    "expected_version": replaces["version"],
+                    "current_version": head["version"],
+                },
+            )
+        if (head["scope_kind"], head["scope_id"]) != (scope.kind, scope.id):
+            raise DomainError(
+                "invalid_request",
+                "the request does not match the schema",
+                details={
+                    "errors": [
+                        {
+                            "pointer": "/scope",
+                            "detail": "must equal the scope of the replaced memory",
+                        }
+                    ]
+                },
+            )
+        if topic is _UNSET:
+            topic = head["topic"]
+        elif topic is not None and topic != head["topic"]:
+            owner = _active_topic_owner(conn, tenant, scope, topic)
+            if owner is not None and owner["id"] != head["id"]:
+                raise _topic_conflict(owner["id"])
+        return ProposalPlan(scope, topic, head["id"], head["version"], "m:" + head["id"])
+    if topic is _UNSET or topic is None:
+        return ProposalPlan(scope, None, None, None, None)
+    owner = _active_topic_owner(conn, tenant, scope, topic)
+    if owner is not None:  # topic upsert: replace that memory's current version
+        return ProposalPlan(scope, topic, owner["id"], owner["version"], "m:" + owner["id"])
+    return ProposalPlan(scope, topic, None, None, _topic_target(tenant, scope, topic))
+
+
+def create_proposal(
+    conn: sqlite3.Connection,
+    ids: IdFactory,
+    principal: Principal,
+    body: dict[str, Any],
+    plan: ProposalPlan,
+    *,
+    now: str,
+    expires_at: str,
+    source: str | None,
+    secret: Placeholder | None,
+) -> sqlite3.Row:
+    """Step 13 for a propose: store it; auto-approve it when the tenant's policy says so.
+
+    ``secret`` is set when the secret policy matched: the proposal is stored already rejected,
+    with its text replaced before anything is written, and never auto-approved.
+    """
+    topic, target_key = plan.topic, plan.target_key
+    content: str = body["content"]
+    justification: str | None = body.get("justification")
+    status, reason, decided_at = "pending", None, None
+    if secret is not None:
+        content, topic = secret.text, None
+        justification = None if justification is None else secret.text
+        status, reason, decided_at = "rejected", "secret_detected", now
+        target_key = None
+    proposal_id = ids.new(conn, "prop")
+    conn.execute(
+        "INSERT INTO proposals (id, tenant_id, account_id, credential_id, status, kind, topic,"
+        " content, importance, scope_kind, scope_id, justification, replaces_memory_id,"
+        " replaces_version, reason, source, created_at, updated_at, expires_at, decided_at,"
+        " target_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            proposal_id,
+            principal.tenant_id,
+            principal.account_id,
+            principal.credential_id,
+            status,
+            body["kind"],
+            topic,
+            content,
+            int(body.get("importance", 5)),
+            plan.scope.kind,
+            plan.scope.id,
+            justification,
+            plan.replaces_id,
+            plan.replaces_version,
+            reason,
+            source,
+            now,
+            now,
+            expires_at,
+            decided_at,
+            target_key,
+        ),
+    )
+    row = load_proposal(conn, proposal_id)
+    if secret is None and _auto_approves(principal.auto_approve, body["kind"]):
+        return approve(conn, ids, row, now=now)
+    return row
+
+
+def _auto_approves(policy_json: str, kind: str) -> bool:
+    policy = json.loads(policy_json)
+    if policy == "all":
+        return True
+    return isinstance(policy, list) and kind in policy
+
+
+def load_proposal(conn: sqlite3.Connection, proposal_id: str) -> sqlite3.Row:
+    row: sqlite3.Row | None = conn.execute("SELECT * FROM proposals WHERE id = ?", (proposal_id,)).fetchone()
+    if row is None:
+        raise DomainError("not_found", "no proposal has this id")
+    return row
+
+
+def _require_pending(row: sqlite3.Row, action: str) -> None:
+    if row["status"] != "pending":
+        raise DomainError(
+            "invalid_transition",
+            f"a proposal in a final state cannot be {action}",
+            details={"status": row["status"]},
+        )
+
+
+def _insert_fts(
+    conn: sqlite3.Connection, seq: int, tenant: str, scope: Scope, text: str, topic: str | None
+) -> None:
+    conn.execute(
+        "INSERT INTO memory_fts (rowid, scope_tag, content, topic) VALUES (?, ?, ?, ?)",
+        (seq, scope_tag(tenant, scope), text, (topic or "").replace("-", " ")),
+    )
+
+
+def approve(conn: sqlite3.Connection, ids: IdFactory, row: sqlite3.Row, *, now: str) -> sqlite3.Row:
+    """Approve a pending proposal: a new memory (version 1) or version n+1 of its target."""
+    _require_pending(row, "approved")
+    tenant = row["tenant_id"]
+    scope = Scope(row["scope_kind"], row["scope_id"])
+    topic = row["topic"]
+    if row["replaces_memory_id"] is not None:
+        head = _memory_head(conn, tenant, row["replaces_memory_id"])
+        if head is None or head["status"] != "active":
+            raise DomainError("memory_not_found", "the memory this proposal replaces is gone")
+        if head["version"] != row["replaces_version"]:
+            raise DomainError(
+                "version_conflict",
+                "the replaced version is no longer the active one",
+                details={
+                    "memory_id": head["id"],
+                    "expected_version": row["replaces_version"],
+                    "current_version": head["version"],
+                },
+            )
+        if topic is not None:
+            owner = _active_topic_owner(conn, tenant, scope, topic)
+            if owner is not None and owner["id"] != head["id"]:
+                raise _topic_conflict(owner["id"])
+        memory_id, version = head["id"], head["version"] + 1
+        conn.execute(
+            "UPDATE memory_versions SET status = 'superseded' WHERE memory_id = ? AND version = ?",
+            (memory_id, head["version"]),
+        )
+        conn.execute(
+            "UPDATE memories SET version = ?, kind = ?, topic = ?, content = ?, importance = ?,"
+            " source = ?, updated_at = ?, approved_at = ? WHERE seq = ?",
+            (
+                version,
+                row["kind"],
+                topic,
+                row["content"],
+                row["importance"],
+                row["source"],
+                now,
+                now,
+                head["seq"],
+            ),
+        )
+        conn.execute("DELETE FROM memory_fts WHERE rowid = ?", (head["seq"],))
+        _insert_fts(conn, head["seq"], tenant, scope, row["content"], topic)
+        _insert_version(
+            conn,
+            memory_id,
+            version,
+            row["kind"],
+            topic,
+            row["content"],
+            row["importance"],
+            row["source"],
+            now,
+        )
+    else:
+        if topic is not None and _active_topic_owner(conn, tenant, scope, topic) is not None:
+            raise _topic_conflict()
+        memory_id = create_memory(
+            conn,
+            ids,
+            tenant=tenant,
+            scope=scope,
+            kind=row["kind"],
+            topic=topic,
+            content=row["content"],
+            importance=row["importance"],
+            source=row["source"],
+            now=now,
+        )
+        version = 1
+    conn.execute(
+        "UPDATE proposals SET status = 'approved', memory_id = ?, memory_version = ?,"
+        " decided_at = ?, updated_at = ? WHERE id = ?",
+        (memory_id, version, now, now, row["id"]),
+    )
+    _supersede_competitors(conn, row, memory_id, version, now)
+    return load_proposal(conn, row["id"])
+
+
+def _supersede_competitors(
+    conn: sqlite3.Connection, row: sqlite3.Row, memory_id: str, version: int, now: str
+) -> None:
+    if row["target_key"] is None:
+        return
+    conn.execute(
+        "UPDATE proposals SET status = 'superseded', reason = 'superseded', reason_detail = ?,"
+        " decided_at = ?, updated_at = ? WHERE target_key = ? AND status = 'pending'",
+        (
+            f"superseded by proposal {row['id']}, approved as {memory_id} version {version}",
+            now,
+            now,
+            row["target_key"],
+        ),
+    )
+
+
+def create_memory(
+    conn: sqlite3.Connection,
+    ids: IdFactory,
+    *,
+    tenant: str,
+    scope: Scope,
+    kind: str,
+    topic: str | None,
+    content: str,
+    importance: int,
+    source: str | None,
+    now: str,
+) -> str:
+    """Insert version 1 of a new active memory (an approval, or a seed's pre-approved memory)."""
+    memory_id = ids.new(conn, "mem")
+    (seq,) = conn.execute(
+        "INSERT INTO memories (id, tenant_id, scope_kind, scope_id, version, kind, topic,"
+        " content, importance, status, source, created_at, updated_at, approved_at)"
+        " VALUES (?, ?, ?, ?, 1, ?, ?, ?, ?, 'active', ?, ?, ?, ?) RETURNING seq",
+        (
+            memory_id,
+            tenant,
+            scope.kind,
+            scope.id,
+            kind,
+            topic,
+            content,
+            importance,
+            source,
+            now,
+            now,
+            now,
+        ),
+    ).fetchone()
+    _insert_fts(conn, seq, tenant, scope, content, topic)
+    _insert_version(conn, memory_id, 1, kind, topic, content, importance, source, now)
+    return memory_id
+
+
+def _insert_version(
+    conn: sqlite3.Connection,
+    memory_id: str,
+    version: int,
+    kind: str,
+    topic: str | None,
+    content: str,
+    importance: int,
+    source: str | None,
+    now: str,
+) -> None:
+    conn.execute(
+        "INSERT INTO memory_versions (memory_id, version, kind, topic, content, importance, status,"
+        " source, updated_at, approved_at) VALUES (?, ?, ?, ?, ?, ?, 'active', ?, ?, ?)",
+        (memory_id, version, kind, topic, content, importance, source, now, now),
+    )
+
+
+def reject(conn: sqlite3.Connection, row: sqlite3.Row, *, now: str, reason_detail: str | None) -> sqlite3.Row:
+    _require_pending(row, "rejected")
+    conn.execute(
+        "UPDATE proposals SET status = 'rejected', reason = 'rejected_by_reviewer',"
+        " reason_detail = ?, decided_at = ?, updated_at = ? WHERE id = ?",
+        (reason_detail, now, now, row["id"]),
+    )
+    return load_proposal(conn, row["id"])
+
+
+def expire(conn: sqlite3.Connection, row: sqlite3.Row, *, now: str) -> sqlite3.Row:
+    """Expire now (an administrator's shortcut): ``expires_at = decided_at = now``."""
+    _require_pending(row, "expired")
+    conn.execute(
+        "UPDATE proposals SET status = 'expired', reason = 'expired', expires_at = ?,"
+        " decided_at = ?, updated_at = ? WHERE id = ?",
+        (now, now, now, row["id"]),
+    )
+    return load_proposal(conn, row["id"])
+
+
+def _load_memory(conn: sqlite3.Connection, memory_id: str) -> sqlite3.Row:
+    row: sqlite3.Row | None = conn.execute(
+        f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.id = ?",  # noqa: S608 - constant column list
+        (memory_id,),
+    ).fetchone()
+    if row is None:
+        raise DomainError("not_found", "no memory has this id")
+    return row
+
+
+def delete_memory(conn: sqlite3.Connection, memory_id: str, *, now: str) -> sqlite3.Row:
+    """Administrative delete: not recallable; pending proposals that target it are superseded."""
+    head = _load_memory(conn, memory_id)
+    if head["status"] != "active":
+        raise DomainError("invalid_transition", "only an active memory can be deleted")
+    conn.execute("UPDATE memories SET status = 'deleted' WHERE seq = ?", (head["seq"],))
+    conn.execute(
+        "UPDATE memory_versions SET status = 'deleted' WHERE memory_id = ? AND version = ?",
+        (memory_id, head["version"]),
+    )
+    conn.execute("DELETE FROM memory_fts WHERE rowid = ?", (head["seq"],))
+    conn.execute(
+        "UPDATE proposals SET status = 'superseded', reason = 'target_deleted',"
+        " reason_detail = ?, decided_at = ?, updated_at = ? WHERE target_key = ? AND status = 'pending'",
+        (f"memory {memory_id} was deleted by an administrator", now, now, "m:" + memory_id),
+    )
+    return _load_memory(conn, memory_id)
+
+
+def restore_memory(conn: sqlite3.Connection, memory_id: str) -> sqlite3.Row:
+    head = _load_memory(conn, memory_id)
+    if head["status"] != "deleted":
+        raise DomainError("invalid_transition", "only a deleted memory can be restored")
+    scope = Scope(head["scope_kind"], head["scope_id"])
+    if head["topic"] is not None and _active_topic_owner(conn, head["tenant_id"], scope, head["topic"]):
+        raise _topic_conflict()
+    conn.execute("UPDATE memories SET status = 'active' WHERE seq = ?", (head["seq"],))
+    conn.execute(
+        "UPDATE memory_versions SET status = 'active' WHERE memory_id = ? AND version = ?",
+        (memory_id, head["version"]),
+    )
+    _insert_fts(conn, head["seq"], head["tenant_id"], scope, head["content"], head["topic"])
+    return _load_memory(conn, memory_id)

@@ -1,0 +1,176 @@
+"""Credentials: bearer tokens (stored as sha256), their permissions and visible scopes (SPEC 1.4)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+import sqlite3
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from fake_lucy.domain.errors import DomainError
+from fake_lucy.domain.ids import IdFactory
+
+__all__ = [
+    "PERMISSIONS",
+    "Principal",
+    "Scope",
+    "authenticate",
+    "create_credential",
+    "hash_token",
+    "revoke_credential",
+    "scope_tag",
+]
+
+PERMISSIONS = ("memory:read", "memory:propose")
+DEFAULT_PROPOSAL_TTL_SECONDS = 7 * 24 * 3600
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    kind: str
+    id: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"kind": self.kind, "id": self.id}
+
+
+def scope_tag(tenant: str, scope: Scope) -> str:
+    """One opaque full-text token per (tenant, scope): the same scope id in two tenants differs."""
+    digest = hashlib.sha256(f"{tenant}\x1f{scope.kind}\x1f{scope.id}".encode()).hexdigest()
+    return "s" + digest[:24]
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who is calling: one credential of one account of one tenant."""
+
+    credential_id: str
+    tenant_id: str
+    account_id: str
+    user_id: str
+    permissions: frozenset[str]
+    scopes: tuple[Scope, ...]
+    builtin: bool
+    auto_approve: str
+    proposal_ttl_seconds: int
+    rate_limit_per_minute: int | None
+
+    def sees(self, scope: Scope) -> bool:
+        return scope in self.scopes
+
+    def __repr__(self) -> str:
+        return f"Principal(credential_id={self.credential_id!r}, tenant_id={self.tenant_id!r})"
+
+
+def _scopes(user_id: str, listed: Iterable[dict[str, str]]) -> tuple[Scope, ...]:
+    result = [Scope(kind=item["kind"], id=item["id"]) for item in listed]
+    own = Scope(kind="user", id=user_id)
+    if own not in result:
+        result.append(own)
+    return tuple(result)
+
+
+def authenticate(conn: sqlite3.Connection, token: str) -> Principal | None:
+    row = conn.execute(
+        "SELECT c.id, c.tenant_id, c.account_id, c.user_id, c.permissions, c.scopes, c.builtin,"
+        " t.auto_approve, t.proposal_ttl_seconds, t.rate_limit_per_minute"
+        " FROM credentials c JOIN tenants t ON t.id = c.tenant_id"
+        " WHERE c.token_sha256 = ? AND c.revoked = 0",
+        (hash_token(token),),
+    ).fetchone()
+    if row is None:
+        return None
+    return Principal(
+        credential_id=row[0],
+        tenant_id=row[1],
+        account_id=row[2],
+        user_id=row[3],
+        permissions=frozenset(p for p in row[4].split(",") if p),
+        scopes=_scopes(row[3], json.loads(row[5])),
+        builtin=bool(row[6]),
+        auto_approve=row[7],
+        proposal_ttl_seconds=int(row[8]),
+        rate_limit_per_minute=None if row[9] is None else int(row[9]),
+    )
+
+
+def ensure_tenant(conn: sqlite3.Connection, tenant: str) -> None:
+    conn.execute(
+        "INSERT OR IGNORE INTO tenants (id, auto_approve, proposal_ttl_seconds,"
+        " rate_limit_per_minute) VALUES (?, ?, ?, NULL)",
+        (tenant, '"off"', DEFAULT_PROPOSAL_TTL_SECONDS),
+    )
+
+
+def ensure_account(conn: sqlite3.Connection, tenant: str, account: str, credits: int | None) -> None:
+    row = conn.execute("SELECT tenant_id FROM accounts WHERE id = ?", (account,)).fetchone()
+    if row is None:
+        conn.execute(
+            "INSERT INTO accounts (id, tenant_id, balance) VALUES (?, ?, ?)",
+            (account, tenant, 1000 if credits is None else credits),
+        )
+        return
+    if row[0] != tenant:
+        raise DomainError(
+            "account_conflict",
+            "the account id already belongs to another tenant; account ids are global",
+        )
+    if credits is not None:
+        conn.execute("UPDATE accounts SET balance = ? WHERE id = ?", (credits, account))
+
+
+def create_credential(
+    conn: sqlite3.Connection,
+    ids: IdFactory,
+    *,
+    tenant: str,
+    account: str | None,
+    user: str | None,
+    permissions: Sequence[str],
+    scopes: Sequence[dict[str, str]],
+    credits: int | None,
+    token: str | None = None,
+    credential_id: str | None = None,
+    builtin: bool = False,
+) -> dict[str, str]:
+    """Create tenant and account on first use, then the credential. Returns the token once."""
+    credential_id = credential_id or ids.new(conn, "cred")
+    account = account or ("acct_" + credential_id.removeprefix("cred_")[:16])
+    user = user or ("usr_" + credential_id.removeprefix("cred_")[:16])
+    token = token or ("lucy_" + secrets.token_urlsafe(32))
+    ensure_tenant(conn, tenant)
+    ensure_account(conn, tenant, account, credits)
+    unique_scopes = list({(s["kind"], s["id"]): s for s in scopes}.values())
+    conn.execute(
+        "INSERT INTO credentials (id, token_sha256, tenant_id, account_id, user_id, permissions,"
+        " scopes, builtin, revoked) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0)",
+        (
+            credential_id,
+            hash_token(token),
+            tenant,
+            account,
+            user,
+            ",".join(p for p in PERMISSIONS if p in permissions),
+            json.dumps([{"kind": s["kind"], "id": s["id"]} for s in unique_scopes]),
+            builtin,
+        ),
+    )
+    return {
+        "credential_id": credential_id,
+        "token": token,
+        "tenant": tenant,
+        "account": account,
+        "user": user,
+    }
+
+
+def revoke_credential(conn: sqlite3.Connection, credential_id: str) -> None:
+    cursor = conn.execute("UPDATE credentials SET revoked = 1 WHERE id = ?", (credential_id,))
+    if cursor.rowcount == 0:
+        raise DomainError("not_found", "no credential has this id")

@@ -1,0 +1,146 @@
+"""The seed (tenants, credentials, pre-approved memories) and reset (SPEC 3.1, 3.2)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any
+
+from fake_lucy.domain import clock
+from fake_lucy.domain.errors import DomainError
+from fake_lucy.domain.ids import IdFactory
+from fake_lucy.domain.lifecycle import create_memory
+from fake_lucy.domain.principals import Scope, create_credential, ensure_tenant
+from lucy_memory._contract import load_contract, schema_validator
+
+__all__ = [
+    "BUILTIN_TOKENS",
+    "DEFAULT_SEED",
+    "apply_seed",
+    "is_initialised",
+    "reset",
+    "validate_seed",
+]
+
+_DEFAULTS = load_contract("fake-control")["defaults"]
+
+DEV_TOKEN: str = _DEFAULTS["token"]
+DEFAULT_ADMIN_TOKEN: str = _DEFAULTS["admin_token"]
+BUILTIN_TOKENS = frozenset({DEV_TOKEN, DEFAULT_ADMIN_TOKEN})
+
+DEFAULT_SEED: dict[str, Any] = {
+    "tenants": [{"id": _DEFAULTS["tenant"]}],
+    "credentials": [
+        {
+            "credential_id": "cred_dev_default",
+            "token": DEV_TOKEN,
+            "tenant": _DEFAULTS["tenant"],
+            "account": _DEFAULTS["account"],
+            "user": _DEFAULTS["user"],
+            "permissions": list(_DEFAULTS["permissions"]),
+            "scopes": list(_DEFAULTS["scopes"]),
+            "credits": _DEFAULTS["credits"],
+        }
+    ],
+    "memories": [],
+}
+
+# Tables cleared by reset, in an order with no dangling references.
+_TABLES = (
+    "memory_fts",
+    "memory_versions",
+    "memories",
+    "proposals",
+    "idempotency_records",
+    "ledger",
+    "journal",
+    "faults",
+    "rate_buckets",
+    "credentials",
+    "accounts",
+    "tenants",
+    "server_state",
+)
+
+
+def validate_seed(seed: Any) -> dict[str, Any]:
+    errors = schema_validator("seed.schema.json").errors(seed)
+    if errors:
+        first = errors[0]
+        raise ValueError(f"the seed file does not match seed.schema.json: {first.pointer} {first.detail}")
+    result: dict[str, Any] = seed
+    return result
+
+
+def is_initialised(conn: sqlite3.Connection) -> bool:
+    return conn.execute("SELECT 1 FROM server_state WHERE id = 1").fetchone() is not None
+
+
+def apply_seed(conn: sqlite3.Connection, ids: IdFactory, seed: dict[str, Any]) -> None:
+    """Seed an empty database (inside the caller's transaction)."""
+    conn.execute(
+        "INSERT INTO server_state (id, clock_offset_us, clock_frozen_us, billing_available,"
+        " id_sequence) VALUES (1, 0, NULL, 1, 0)"
+    )
+    now = clock.format_us(clock.now_us(conn))
+    for tenant in seed.get("tenants", []):
+        ensure_tenant(conn, tenant["id"])
+        policy = tenant.get("policy") or {}
+        if "auto_approve" in policy:
+            conn.execute(
+                "UPDATE tenants SET auto_approve = ? WHERE id = ?",
+                (json.dumps(policy["auto_approve"]), tenant["id"]),
+            )
+        if "proposal_ttl_seconds" in policy:
+            conn.execute(
+                "UPDATE tenants SET proposal_ttl_seconds = ? WHERE id = ?",
+                (policy["proposal_ttl_seconds"], tenant["id"]),
+            )
+        if "rate_limit_per_minute" in policy:
+            conn.execute(
+                "UPDATE tenants SET rate_limit_per_minute = ? WHERE id = ?",
+                (policy["rate_limit_per_minute"], tenant["id"]),
+            )
+    for cred in seed.get("credentials", []):
+        try:
+            create_credential(
+                conn,
+                ids,
+                tenant=cred["tenant"],
+                account=cred.get("account"),
+                user=cred.get("user"),
+                permissions=cred["permissions"],
+                scopes=cred.get("scopes", []),
+                credits=cred.get("credits"),
+                token=cred["token"],
+                credential_id=cred.get("credential_id"),
+                builtin=cred["token"] in BUILTIN_TOKENS,
+            )
+        except sqlite3.IntegrityError:
+            raise ValueError("the seed lists the same token or credential id twice") from None
+        except DomainError as exc:
+            raise ValueError(f"the seed is inconsistent: {exc.detail}") from None
+    for memory in seed.get("memories", []):
+        ensure_tenant(conn, memory["tenant"])
+        try:
+            create_memory(
+                conn,
+                ids,
+                tenant=memory["tenant"],
+                scope=Scope(memory["scope"]["kind"], memory["scope"]["id"]),
+                kind=memory["kind"],
+                topic=memory.get("topic"),
+                content=memory["content"],
+                importance=int(memory.get("importance", 5)),
+                source=memory.get("source"),
+                now=now,
+            )
+        except sqlite3.IntegrityError:
+            raise ValueError("the seed has two active memories with one topic in a scope") from None
+
+
+def reset(conn: sqlite3.Connection, ids: IdFactory, seed: dict[str, Any]) -> None:
+    """Back to a fresh database with the seed (inside the caller's transaction)."""
+    for table in _TABLES:
+        conn.execute(f"DELETE FROM {table}")  # noqa: S608 - table names are constants
+    apply_seed(conn, ids, seed)

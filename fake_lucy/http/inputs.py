@@ -1,0 +1,104 @@
+"""Reading what a client sent: the body (bounded), bearer tokens and the optional headers."""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import unquote
+
+from starlette.datastructures import Headers
+from starlette.requests import Request
+
+from fake_lucy.domain.principals import PERMISSIONS
+from fake_lucy.http.problems import ProblemError
+
+__all__ = [
+    "bearer_token",
+    "client_name",
+    "idempotency_key",
+    "permissions_header",
+    "read_body",
+    "retry_attempt",
+]
+
+_IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,255}")
+_RETRY_ATTEMPT = re.compile(r"[0-9]{1,2}")
+_CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
+MAX_CLIENT_NAME = 100
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The raw body, refused with 413 as soon as it passes ``limit`` bytes."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise ProblemError("payload_too_large", f"the body is larger than {limit} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise ProblemError("payload_too_large", f"the body is larger than {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def bearer_token(headers: Headers) -> str | None:
+    value = headers.get("authorization")
+    if value is None:
+        return None
+    scheme, _, token = value.partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
+        return None
+    return token
+
+
+def _invalid_header(name: str, rule: str) -> ProblemError:
+    return ProblemError("invalid_header", f"the {name} header is malformed: {rule}", details={"header": name})
+
+
+def permissions_header(headers: Headers) -> frozenset[str] | None:
+    """``Lucy-Permissions``: a comma-separated subset of the known permissions, or ``None``."""
+    value = headers.get("lucy-permissions")
+    if value is None:
+        return None
+    items = [item.strip() for item in value.split(",")]
+    if any(not item for item in items):
+        raise _invalid_header("Lucy-Permissions", "it has an empty item")
+    if any(item not in PERMISSIONS for item in items):
+        raise _invalid_header("Lucy-Permissions", "each item must be one of " + ", ".join(PERMISSIONS))
+    return frozenset(items)
+
+
+def client_name(headers: Headers) -> str | None:
+    """``Lucy-Client-Name``: ≤ 100 characters once percent-decoded, no control characters."""
+    value = headers.get("lucy-client-name")
+    if value is None:
+        return None
+    rule = f"it must be 1 to {MAX_CLIENT_NAME} characters, percent-encoded UTF-8 if not ASCII"
+    try:
+        decoded = unquote(value, encoding="utf-8", errors="strict")
+    except UnicodeDecodeError:
+        raise _invalid_header("Lucy-Client-Name", rule) from None
+    decoded = decoded.strip()
+    if not decoded or len(decoded) > MAX_CLIENT_NAME or _CONTROL_CHARS.search(decoded):
+        raise _invalid_header("Lucy-Client-Name", rule)
+    return decoded
+
+
+def retry_attempt(headers: Headers) -> int | None:
+    """``Lucy-Retry-Attempt``: an integer 0–10; ``None`` when absent, ``-1`` when malformed."""
+    value = headers.get("lucy-retry-attempt")
+    if value is None:
+        return None
+    value = value.strip()
+    if not _RETRY_ATTEMPT.fullmatch(value) or int(value) > 10:
+        return -1
+    return int(value)
+
+
+def idempotency_key(headers: Headers) -> str | None:
+    """``Idempotency-Key``: 1–255 printable ASCII characters; ``None`` if absent or malformed."""
+    value = headers.get("idempotency-key")
+    if value is None or not _IDEMPOTENCY_KEY.fullmatch(value):
+        return None
+    return value

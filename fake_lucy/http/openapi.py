@@ -1,0 +1,174 @@
+"""The OpenAPI 3.1 documents, generated from ``contracts/`` and ``schemas/`` (never by FastAPI)."""
+
+from __future__ import annotations
+
+import copy
+import re
+from typing import Any
+
+from fake_lucy import __version__
+from fake_lucy.runtime import FakeLucy
+from lucy_memory._contract import load_contract, load_schema, schema_names
+
+__all__ = ["component_name", "control_openapi", "openapi_document", "v1_openapi"]
+
+_REF = re.compile(r"^([a-z0-9-]+)\.schema\.json(#.*)?$")
+_HEADER_SCHEMAS: dict[str, dict[str, Any]] = {
+    "Lucy-Credits-Charged": {"type": "string", "pattern": "^[01]$"},
+    "Lucy-Credits-Remaining": {"type": "string", "pattern": "^[0-9]+$"},
+    "Retry-After": {"type": "string"},
+    "Idempotent-Replayed": {"type": "string", "enum": ["true"]},
+}
+
+
+def component_name(filename: str) -> str:
+    return filename.removesuffix(".schema.json")
+
+
+def _rewrite(node: Any, owner: str) -> Any:
+    if isinstance(node, dict):
+        result = {}
+        for key, value in node.items():
+            if key in ("$id", "$schema"):
+                continue
+            if key == "$ref" and isinstance(value, str):
+                match = _REF.match(value)
+                if match:
+                    fragment = (match.group(2) or "#")[1:]
+                    value = f"#/components/schemas/{match.group(1)}{fragment}"
+                elif value.startswith("#"):
+                    value = f"#/components/schemas/{owner}{value[1:]}"
+            result[key] = _rewrite(value, owner)
+        return result
+    if isinstance(node, list):
+        return [_rewrite(item, owner) for item in node]
+    return node
+
+
+def _components() -> dict[str, Any]:
+    return {
+        component_name(name): _rewrite(copy.deepcopy(load_schema(name)), component_name(name))
+        for name in schema_names()
+    }
+
+
+def _schema_ref(reference: str) -> dict[str, Any]:
+    match = _REF.match(reference)
+    if match is None:
+        raise ValueError(f"not a schemas/ reference: {reference}")
+    fragment = (match.group(2) or "#")[1:]
+    return {"$ref": f"#/components/schemas/{match.group(1)}{fragment}"}
+
+
+def _operation(name: str, op: dict[str, Any], contract: dict[str, Any], base_path: str) -> dict[str, Any]:
+    request_headers = contract.get("headers", {}).get("request", {})
+    response_headers = contract.get("headers", {}).get("response", {})
+    parameters: list[dict[str, Any]] = []
+    for param, spec in op.get("path_parameters", {}).items():
+        schema = _schema_ref(spec["schema"]) if "schema" in spec else {"type": "string"}
+        parameters.append(
+            {
+                "name": param,
+                "in": "path",
+                "required": True,
+                "schema": schema,
+                "description": spec.get("description", ""),
+            }
+        )
+    for param, spec in op.get("query", {}).items():
+        schema = {k: v for k, v in spec.items() if k != "description"}
+        parameters.append(
+            {
+                "name": param,
+                "in": "query",
+                "required": False,
+                "schema": schema,
+                "description": spec.get("description", ""),
+            }
+        )
+    required_headers = set(op.get("required_request_headers", []))
+    for header in op.get("request_headers", []):
+        if header in ("Authorization", "Content-Type"):
+            continue  # described by the security scheme and the request body
+        spec = request_headers.get(header, {})
+        schema = spec.get("schema", {"type": "string"})
+        parameters.append(
+            {
+                "name": header,
+                "in": "header",
+                "required": header in required_headers,
+                "schema": schema,
+                "description": spec.get("description", ""),
+            }
+        )
+    responses: dict[str, Any] = {}
+    for status, spec in op["responses"].items():
+        is_success = status.startswith("2")
+        media = contract["media_type"] if is_success else contract["problem_media_type"]
+        response: dict[str, Any] = {
+            "description": spec.get("description")
+            or ("Success" if is_success else "Error: " + ", ".join(spec.get("codes", [])))
+        }
+        if spec.get("schema"):
+            response["content"] = {media: {"schema": _schema_ref(spec["schema"])}}
+        headers = {}
+        for header in spec.get("headers", []):
+            description = response_headers.get(header, {}).get("description", header)
+            headers[header] = {
+                "description": description,
+                "schema": _HEADER_SCHEMAS.get(header, {"type": "string"}),
+            }
+        if headers:
+            response["headers"] = headers
+        if "links" in spec:
+            response["links"] = {
+                link: {
+                    "operationId": value["operation"],
+                    "parameters": value["parameters"],
+                    "description": value.get("description", ""),
+                }
+                for link, value in spec["links"].items()
+            }
+        responses[status] = response
+    document: dict[str, Any] = {
+        "operationId": name,
+        "summary": op.get("summary") or op.get("description", name),
+        "parameters": parameters,
+        "responses": responses,
+    }
+    if op.get("request_schema"):
+        document["requestBody"] = {
+            "required": not op.get("body_optional", False),
+            "content": {contract["media_type"]: {"schema": _schema_ref(op["request_schema"])}},
+        }
+    return document
+
+
+def openapi_document(contract: dict[str, Any], title: str, security: str) -> dict[str, Any]:
+    base = contract["base_path"]
+    paths: dict[str, Any] = {}
+    for name, op in contract["operations"].items():
+        paths.setdefault(base + op["path"], {})[op["method"].lower()] = _operation(name, op, contract, base)
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": title,
+            "version": __version__,
+            "description": contract.get("description", ""),
+        },
+        "jsonSchemaDialect": "https://json-schema.org/draft/2020-12/schema",
+        "paths": paths,
+        "components": {
+            "schemas": _components(),
+            "securitySchemes": {security: {"type": "http", "scheme": "bearer"}},
+        },
+        "security": [{security: []}],
+    }
+
+
+def v1_openapi(fake: FakeLucy | None = None) -> dict[str, Any]:
+    return openapi_document(load_contract("agent-memory-api"), "Lucy Agent Memory HTTP v1", "lucyBearer")
+
+
+def control_openapi(fake: FakeLucy | None = None) -> dict[str, Any]:
+    return openapi_document(load_contract("fake-control"), "Fake Lucy control API", "adminBearer")

@@ -1,0 +1,468 @@
+"""The v1 request pipeline, one method per step of SPEC 2.1 (the order is part of the contract).
+
+1 route (the router) · 2 body size · 3 bearer auth · 4 permissions · 5 ``before`` fault ·
+6 rate limit · 7 media type, JSON and optional headers · 8 Idempotency-Key · 9 schema ·
+10 idempotency lookup · 11 scope and targets · 12 billing · 13 execute, charge, store, commit ·
+14 ``after_commit`` fault and ``delay_ms``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import sqlite3
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from fake_lucy.domain import billing, clock, faults, idempotency, lifecycle, ratelimit
+from fake_lucy.domain import journal as journaling
+from fake_lucy.domain.errors import DomainError
+from fake_lucy.domain.ids import random_request_id
+from fake_lucy.domain.principals import Principal, Scope, authenticate
+from fake_lucy.domain.recall import query_terms, recall
+from fake_lucy.domain.records import proposal_dict
+from fake_lucy.http import inputs
+from fake_lucy.http.abort import DropConnection
+from fake_lucy.http.problems import (
+    ERRORS,
+    JSON,
+    PROBLEM,
+    ProblemError,
+    json_bytes,
+    problem_body,
+    problem_response,
+)
+from fake_lucy.runtime import FakeLucy
+from lucy_memory._contract import (
+    InvalidJSONError,
+    canonical_sha256,
+    parse_json_object,
+    schema_validator,
+)
+
+__all__ = ["V1Pipeline"]
+
+_PERMISSION = {
+    "recall": "memory:read",
+    "propose": "memory:propose",
+    "proposal_status": "memory:propose",
+}
+_SCHEMA = {"recall": "recall-request.schema.json", "propose": "propose-request.schema.json"}
+_RETRYABLE_STATUSES = frozenset({429, 502, 503, 504})
+
+
+@dataclass(slots=True)
+class _Call:
+    """What the pipeline has learned about one request so far."""
+
+    request: Request
+    operation: str
+    request_id: str
+    raw_body: bytes
+    principal: Principal
+    journal: journaling.JournalRow
+    headers: dict[str, str] = field(default_factory=dict)  # added to every response
+    delay_ms: int = 0
+    client_name: str | None = None
+
+
+class V1Pipeline:
+    def __init__(self, fake: FakeLucy) -> None:
+        self.fake = fake
+        self.max_body = int(fake.contract["max_body_bytes"])
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        return self.fake.db.conn
+
+    # -- the whole pipeline ------------------------------------------------------------------
+
+    async def handle(self, request: Request, operation: str, proposal_id: str | None = None) -> Response:
+        request_id = random_request_id()
+        try:
+            raw_body = await inputs.read_body(request, self.max_body)  # 2
+            principal = self._authenticate(request)  # 3
+        except DomainError as error:
+            return problem_response(error, request_id)
+        now = clock.format_us(clock.now_us(self.conn))
+        key = inputs.idempotency_key(request.headers) if operation == "propose" else None
+        attempt = inputs.retry_attempt(request.headers)
+        call = _Call(
+            request=request,
+            operation=operation,
+            request_id=request_id,
+            raw_body=raw_body,
+            principal=principal,
+            journal=journaling.JournalRow(
+                request_id=request_id,
+                at=now,
+                operation=operation,
+                credential_id=principal.credential_id,
+                idempotency_key=key,
+                retry_attempt=attempt if attempt is not None and attempt >= 0 else 0,
+                body_sha256=hashlib.sha256(raw_body).hexdigest(),
+            ),
+        )
+        try:
+            response = await self._steps(call, proposal_id)
+        except DomainError as error:
+            response = problem_response(error, request_id, call.headers)
+        except _Injected as injected:
+            response = injected_response(injected.fault, request_id, injected.headers)
+        except _Dropped:
+            response = DropConnection()
+        if call.delay_ms:
+            await asyncio.sleep(call.delay_ms / 1000)
+        if isinstance(response, DropConnection):
+            call.journal.dropped = True
+        else:
+            call.journal.status = response.status_code
+        with self.fake.db.write() as conn:
+            journaling.append(conn, call.journal, max_rows=self.fake.settings.journal_size)
+        return response
+
+    async def _steps(self, call: _Call, proposal_id: str | None) -> Response:
+        self._check_permissions(call)  # 4
+        self._fault(call, "before")  # 5
+        self._rate_limit(call)  # 6
+        body = self._parse(call)  # 7
+        if call.operation == "recall":
+            response = self._recall(call, body)
+        elif call.operation == "proposal_status":
+            assert proposal_id is not None
+            response = self._status(call, proposal_id)
+        else:
+            response = await self._propose(call, body)
+        if call.journal.charged:
+            self._fault(call, "after_commit")  # 14
+        return response
+
+    # -- steps 3 to 9 --------------------------------------------------------------------------
+
+    def _authenticate(self, request: Request) -> Principal:
+        token = inputs.bearer_token(request.headers)
+        if token is None:
+            raise ProblemError("unauthenticated", "a bearer token is required")
+        principal = authenticate(self.conn, token)
+        if principal is None:
+            raise ProblemError("unauthenticated", "the bearer token is unknown or revoked")
+        if principal.builtin and not self.fake.loopback:
+            raise ProblemError(
+                "unauthenticated",
+                "the built-in development tokens are refused when the fake listens on a"
+                " non-loopback address; seed your own tokens with --seed",
+            )
+        return principal
+
+    def _check_permissions(self, call: _Call) -> None:
+        narrowed = inputs.permissions_header(call.request.headers)
+        effective = call.principal.permissions
+        if narrowed is not None:
+            effective = effective & narrowed
+        needed = _PERMISSION[call.operation]
+        if needed not in effective:
+            raise ProblemError(
+                "permission_denied",
+                f"this call needs the {needed} permission, which the request does not carry",
+                details={"required_permission": needed},
+            )
+
+    def _faults_exist(self) -> bool:
+        return self.conn.execute("SELECT 1 FROM faults WHERE remaining > 0 LIMIT 1").fetchone() is not None
+
+    def _fault(self, call: _Call, phase: str) -> None:
+        if not self._faults_exist():
+            return
+        fault = faults.take(
+            self.conn,
+            operation=call.operation,
+            credential_id=call.principal.credential_id,
+            phase=phase,
+        )
+        if fault is None:
+            return
+        call.journal.fault_id = fault.id
+        call.delay_ms = fault.delay_ms or 0
+        call.headers["Fake-Lucy-Fault"] = fault.id
+        if fault.drop_connection:
+            raise _Dropped
+        headers = dict(call.headers)
+        if fault.retry_after is not None:
+            headers["Retry-After"] = str(fault.retry_after)
+        raise _Injected(fault, headers)
+
+    def _rate_limit(self, call: _Call) -> None:
+        per_minute = call.principal.rate_limit_per_minute
+        if per_minute is None:
+            return
+        with self.fake.db.write() as conn:
+            state = ratelimit.take_token(
+                conn,
+                credential_id=call.principal.credential_id,
+                per_minute=per_minute,
+                now_us=clock.now_us(conn),
+            )
+        call.headers["RateLimit-Policy"] = f'"default";q={state.limit};w=60'
+        call.headers["RateLimit"] = f'"default";r={state.remaining};t={state.reset}'
+        if not state.allowed:
+            raise ProblemError(
+                "rate_limited",
+                f"the credential's rate limit of {per_minute} requests per minute is exhausted",
+                headers={"Retry-After": str(state.retry_after)},
+            )
+
+    def _parse(self, call: _Call) -> dict[str, Any]:
+        headers = call.request.headers
+        body: dict[str, Any] = {}
+        if call.request.method == "POST":
+            content_type = headers.get("content-type", "")
+            media, _, params = content_type.partition(";")
+            charset = params.strip().lower().replace(" ", "")
+            if media.strip().lower() != JSON or charset not in ("", "charset=utf-8"):
+                raise ProblemError("unsupported_media_type", "the body must be application/json (UTF-8)")
+            try:
+                body = parse_json_object(call.raw_body)
+            except InvalidJSONError as exc:
+                raise ProblemError("invalid_json", str(exc)) from None
+        call.client_name = inputs.client_name(headers)
+        if inputs.retry_attempt(headers) == -1:
+            raise ProblemError(
+                "invalid_header",
+                "the Lucy-Retry-Attempt header is malformed: it must be an integer from 0 to 10",
+                details={"header": "Lucy-Retry-Attempt"},
+            )
+        if call.operation == "propose" and call.journal.idempotency_key is None:  # 8
+            raise ProblemError(
+                "idempotency_key_required",
+                "propose needs an Idempotency-Key header of 1 to 255 printable ASCII characters",
+            )
+        schema = _SCHEMA.get(call.operation)
+        if schema is not None:  # 9
+            errors = schema_validator(schema).errors(body)
+            if errors:
+                raise ProblemError(
+                    "invalid_request",
+                    "the request does not match the schema",
+                    details={"errors": [error.as_dict() for error in errors]},
+                )
+        return body
+
+    # -- steps 10 to 13, per operation ------------------------------------------------------------
+
+    def _success(self, call: _Call, status: int, body: bytes, remaining: int) -> Response:
+        headers = {
+            **call.headers,
+            "Lucy-Request-Id": call.request_id,
+            "Lucy-Credits-Charged": "1",
+            "Lucy-Credits-Remaining": str(remaining),
+        }
+        return Response(body, status_code=status, headers=headers, media_type=JSON)
+
+    def _charge(self, conn: sqlite3.Connection, call: _Call, now: str) -> int:
+        return billing.charge(
+            conn,
+            account=call.principal.account_id,
+            request_id=call.request_id,
+            operation=call.operation,
+            at=now,
+        )
+
+    def _recall(self, call: _Call, body: dict[str, Any]) -> Response:
+        principal = call.principal
+        with self.fake.db.write() as conn:
+            now = clock.format_us(clock.now_us(conn))
+            scopes: tuple[Scope, ...] = principal.scopes
+            if "scope" in body:
+                scope = Scope(body["scope"]["kind"], body["scope"]["id"])
+                if not principal.sees(scope):
+                    raise ProblemError("scope_forbidden", "the credential cannot see this scope")
+                scopes = (scope,)
+            billing.check_can_charge(conn, principal.account_id)
+            memories = recall(
+                conn,
+                tenant=principal.tenant_id,
+                scopes=scopes,
+                terms=query_terms(body["query"], self.fake.stop_words),
+                kinds=body.get("kinds"),
+                topic=body.get("topic"),
+                limit=int(body.get("limit", 10)),
+                now=now,
+            )
+            remaining = self._charge(conn, call, now)
+        call.journal.charged = True
+        payload = {
+            "memories": memories,
+            "request_id": call.request_id,
+            "credits": {"charged": 1, "remaining": remaining},
+        }
+        return self._success(call, 200, json_bytes(payload), remaining)
+
+    def _status(self, call: _Call, proposal_id: str) -> Response:
+        principal = call.principal
+        with self.fake.db.write() as conn:
+            now = clock.format_us(clock.now_us(conn))
+            lifecycle.expire_due(conn, now)
+            row = conn.execute("SELECT * FROM proposals WHERE id = ?", (proposal_id,)).fetchone()
+            if (
+                row is None
+                or row["account_id"] != principal.account_id
+                or not principal.sees(Scope(row["scope_kind"], row["scope_id"]))
+            ):
+                raise ProblemError("not_found", "no proposal with this id is visible to the caller")
+            billing.check_can_charge(conn, principal.account_id)
+            remaining = self._charge(conn, call, now)
+        call.journal.charged = True
+        payload = {
+            "proposal": proposal_dict(row),
+            "request_id": call.request_id,
+            "credits": {"charged": 1, "remaining": remaining},
+        }
+        return self._success(call, 200, json_bytes(payload), remaining)
+
+    def _secret(self, call: _Call, body: dict[str, Any]) -> lifecycle.Placeholder | None:
+        token = inputs.bearer_token(call.request.headers)
+        for name in ("content", "justification", "topic"):
+            value = body.get(name)
+            if isinstance(value, str) and self.fake.scanner.find(value, caller_token=token):
+                return lifecycle.Placeholder(self.fake.placeholder)
+        return None
+
+    async def _propose(self, call: _Call, body: dict[str, Any]) -> Response:
+        principal = call.principal
+        key = call.journal.idempotency_key
+        assert key is not None
+        body_hash = canonical_sha256(body)
+        secret = self._secret(call, body)
+        held: faults.Fault | None = None
+        with self.fake.db.write() as conn:
+            now_us = clock.now_us(conn)
+            now = clock.format_us(now_us)
+            replay = idempotency.lookup(conn, principal, key, body_hash, now=now)  # 10
+            if replay is not None:
+                return self._replay(conn, call, replay)
+            if self._faults_exist():
+                held = faults.take(
+                    conn,
+                    operation="propose",
+                    credential_id=principal.credential_id,
+                    phase="in_flight",
+                )
+            if held is None:
+                return self._execute_propose(conn, call, body, body_hash, secret, now_us)
+            call.journal.fault_id = held.id
+            call.headers["Fake-Lucy-Fault"] = held.id
+            call.delay_ms = held.delay_ms or 0
+            idempotency.mark_in_flight(
+                conn,
+                principal,
+                key,
+                body_hash,
+                Scope(body["scope"]["kind"], body["scope"]["id"]),
+                request_id=call.request_id,
+                now=now,
+                expires_at=clock.format_us(now_us + self.fake.settings.idempotency_ttl_seconds * 10**6),
+                in_flight_until=clock.format_us(
+                    now_us + ((held.hold_ms or 0) + idempotency.IN_FLIGHT_GRACE_SECONDS * 1000) * 1000
+                ),
+            )
+        await asyncio.sleep((held.hold_ms or 0) / 1000)
+        try:
+            with self.fake.db.write() as conn:
+                return self._execute_propose(conn, call, body, body_hash, secret, clock.now_us(conn))
+        except DomainError:
+            with self.fake.db.write() as conn:
+                idempotency.discard(conn, principal.account_id, key)
+            raise
+
+    def _execute_propose(
+        self,
+        conn: sqlite3.Connection,
+        call: _Call,
+        body: dict[str, Any],
+        body_hash: str,
+        secret: lifecycle.Placeholder | None,
+        now_us: int,
+    ) -> Response:
+        principal = call.principal
+        now = clock.format_us(now_us)
+        lifecycle.expire_due(conn, now)
+        plan = lifecycle.plan_proposal(conn, principal, body)  # 11
+        billing.check_can_charge(conn, principal.account_id)  # 12
+        expires_at = clock.format_us(now_us + principal.proposal_ttl_seconds * 1_000_000)
+        row = lifecycle.create_proposal(  # 13
+            conn,
+            self.fake.ids,
+            principal,
+            body,
+            plan,
+            now=now,
+            expires_at=expires_at,
+            source=call.client_name,
+            secret=secret,
+        )
+        remaining = self._charge(conn, call, now)
+        key = call.journal.idempotency_key
+        assert key is not None
+        payload = json_bytes(
+            {
+                "proposal": proposal_dict(row),
+                "request_id": call.request_id,
+                "credits": {"charged": 1, "remaining": remaining},
+                "idempotency_key": key,
+            }
+        )
+        idempotency.store(
+            conn,
+            principal,
+            key,
+            body_hash,
+            plan.scope,
+            request_id=call.request_id,
+            status=201,
+            body=payload,
+            now=now,
+            expires_at=clock.format_us(now_us + self.fake.settings.idempotency_ttl_seconds * 10**6),
+        )
+        call.journal.charged = True
+        return self._success(call, 201, payload, remaining)
+
+    def _replay(self, conn: sqlite3.Connection, call: _Call, replay: idempotency.Replay) -> Response:
+        call.journal.replayed = True
+        headers = {
+            **call.headers,
+            "Lucy-Request-Id": call.request_id,
+            "Lucy-Original-Request-Id": replay.original_request_id,
+            "Idempotent-Replayed": "true",
+            "Lucy-Credits-Charged": "0",
+            "Lucy-Credits-Remaining": str(billing.balance(conn, call.principal.account_id)),
+        }
+        return Response(replay.body, status_code=replay.status, headers=headers, media_type=JSON)
+
+
+class _Dropped(Exception):
+    """Close the connection without sending a byte."""
+
+
+class _Injected(Exception):
+    def __init__(self, fault: faults.Fault, headers: dict[str, str]) -> None:
+        super().__init__(fault.code)
+        self.fault = fault
+        self.headers = headers
+
+
+def injected_response(fault: faults.Fault, request_id: str, headers: dict[str, str]) -> Response:
+    entry = ERRORS.get(fault.code)
+    if entry is not None and entry["status"] == fault.status:
+        body = problem_body(fault.code, f"injected fault {fault.id}", request_id)
+    else:
+        body = problem_body("internal", f"injected fault {fault.id}", request_id)
+        body.update(status=fault.status, code=fault.code, retryable=fault.status in _RETRYABLE_STATUSES)
+    return Response(
+        json_bytes(body),
+        status_code=fault.status,
+        headers={**headers, "Lucy-Request-Id": request_id},
+        media_type=PROBLEM,
+    )

@@ -1,0 +1,41 @@
+"""uvicorn HTTP protocols that offer the ``fake_lucy.abort`` ASGI extension (see ``abort.py``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from fake_lucy.http.abort import ABORT_EXTENSION, ABORT_MESSAGE
+
+__all__ = ["AbortingH11Protocol"]
+
+
+class _AbortingApp:
+    """Wraps the app for one connection: adds the extension, and closes the socket on abort."""
+
+    def __init__(self, app: Any, protocol: H11Protocol) -> None:
+        self.app = app
+        self.protocol = protocol
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        scope = {**scope, "extensions": {**(scope.get("extensions") or {}), ABORT_EXTENSION: {}}}
+        protocol = self.protocol
+
+        async def send_or_abort(message: Any) -> None:
+            if message["type"] == ABORT_MESSAGE:
+                cycle = getattr(protocol, "cycle", None)
+                if cycle is not None:
+                    cycle.disconnected = True  # uvicorn then sends nothing for this cycle
+                if protocol.transport is not None:
+                    protocol.transport.close()  # FIN without a single byte of response
+                return
+            await send(message)
+
+        await self.app(scope, receive, send_or_abort)
+
+
+class AbortingH11Protocol(H11Protocol):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.app = _AbortingApp(self.app, self)

@@ -1,0 +1,68 @@
+"""The running fake: its database, settings and the pieces every request uses."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from fake_lucy.domain import seed as seeding
+from fake_lucy.domain.ids import IdFactory
+from fake_lucy.settings import FakeLucySettings, is_loopback
+from fake_lucy.store.connection import MEMORY, Database
+from lucy_memory._contract import SecretScanner, load_contract
+
+__all__ = ["FakeLucy"]
+
+log = logging.getLogger("fake_lucy")
+
+
+class FakeLucy:
+    """One process's view of the fake. All state lives in the database, none here."""
+
+    def __init__(self, settings: FakeLucySettings, *, initialise: bool = True) -> None:
+        if settings.database == MEMORY and settings.workers > 1:
+            raise ValueError(":memory: keeps one shared connection; it cannot serve several workers")
+        self.settings = settings
+        self.contract: dict[str, Any] = load_contract("agent-memory-api")
+        self.control_contract: dict[str, Any] = load_contract("fake-control")
+        self.ids = IdFactory(settings.id_seed)
+        self.seed = self._load_seed(settings.seed)
+        self.loopback = is_loopback(settings.host)
+        configured = settings.resolved_admin_token()
+        self.admin_token = configured if configured is not None else seeding.DEFAULT_ADMIN_TOKEN
+        self.admin_token_is_builtin = configured is None
+        self.scanner = SecretScanner()
+        self.stop_words = frozenset(self.contract["recall"]["stop_words"])
+        self.placeholder: str = self.contract["secret_policy"]["placeholder"]
+        self.db = Database(settings.database)
+        if initialise:
+            self.initialise()
+
+    @staticmethod
+    def _load_seed(path: Path | None) -> dict[str, Any]:
+        if path is None:
+            return seeding.DEFAULT_SEED
+        with path.open(encoding="utf-8") as handle:
+            return seeding.validate_seed(json.load(handle))
+
+    def initialise(self) -> None:
+        """Create the tables; seed a new database (or reset it with ``--reset-on-start``)."""
+        self.db.create_schema()
+        with self.db.write() as conn:
+            if not seeding.is_initialised(conn):
+                seeding.apply_seed(conn, self.ids, self.seed)
+            elif self.settings.reset_on_start:
+                seeding.reset(conn, self.ids, self.seed)
+
+    def reset(self) -> float:
+        """Back to the fresh seeded state; returns the time it took in milliseconds."""
+        started = time.perf_counter()
+        with self.db.write() as conn:
+            seeding.reset(conn, self.ids, self.seed)
+        return (time.perf_counter() - started) * 1000
+
+    def close(self) -> None:
+        self.db.close()

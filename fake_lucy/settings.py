@@ -1,0 +1,55 @@
+"""Configuration of ``fake-lucy serve``: one pydantic-settings class, ``FAKE_LUCY_*`` in the env."""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["FakeLucySettings", "is_loopback", "load_settings"]
+
+DEFAULT_DATABASE = ".fake-lucy/fake-lucy.sqlite3"
+
+
+class FakeLucySettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="FAKE_LUCY_", extra="forbid")
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8787, ge=0, le=65535)
+    workers: int = Field(default=1, ge=1, le=64)
+    database: str = DEFAULT_DATABASE
+    seed: Path | None = None
+    id_seed: int | None = None
+    journal_size: int = Field(default=10_000, ge=1, le=10_000_000)
+    idempotency_ttl_seconds: int = Field(default=86_400, ge=1, le=31_536_000)
+    reset_on_start: bool = False
+    admin_token: SecretStr | None = None
+    admin_token_file: Path | None = None
+
+    def resolved_admin_token(self) -> str | None:
+        """The admin token from the environment or the token file; ``None`` means the default."""
+        if self.admin_token is not None:
+            return self.admin_token.get_secret_value()
+        if self.admin_token_file is not None:
+            token = self.admin_token_file.read_text(encoding="utf-8").strip()
+            if not token:
+                raise ValueError("the admin token file is empty")
+            return token
+        return None
+
+
+def load_settings(**overrides: Any) -> FakeLucySettings:
+    """Settings from the environment, with explicit overrides (e.g. from the command line)."""
+    return FakeLucySettings(**{k: v for k, v in overrides.items() if v is not None})
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False

@@ -1,0 +1,1 @@
+"""Persistence: the SQLite tables, the connection and transaction helpers."""

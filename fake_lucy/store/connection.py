@@ -1,0 +1,66 @@
+"""The SQLite connection and the transaction helpers.
+
+One connection per process, used only from the event loop's thread: every transaction runs to
+completion without an ``await`` inside it, so within a process transactions never interleave, and
+``BEGIN IMMEDIATE`` with a ``busy_timeout`` serialises writers across worker processes.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from sqlalchemy import create_engine
+from sqlalchemy.pool import StaticPool
+
+from fake_lucy.store.tables import FTS_DDL, metadata
+
+__all__ = ["MEMORY", "Database"]
+
+MEMORY = ":memory:"
+BUSY_TIMEOUT_MS = 10_000
+
+
+class Database:
+    """A SQLite database file (or ``:memory:``) and this process's connection to it."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        if path != MEMORY:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        self.conn = sqlite3.connect(
+            path, isolation_level=None, check_same_thread=False, cached_statements=256
+        )
+        self.conn.row_factory = sqlite3.Row
+        self.conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        if path != MEMORY:
+            self.conn.execute("PRAGMA journal_mode = WAL")
+            # WAL + NORMAL: a commit survives a crash of the process; fsync at checkpoints.
+            self.conn.execute("PRAGMA synchronous = NORMAL")
+        self.conn.execute("PRAGMA foreign_keys = OFF")
+
+    def create_schema(self) -> None:
+        """Create every table that does not exist yet (idempotent)."""
+        conn = self.conn
+        engine = create_engine("sqlite://", creator=lambda: conn, poolclass=StaticPool)
+        # SQLAlchemy commits through the raw connection itself, so no BEGIN of ours around it.
+        metadata.create_all(engine)
+        engine.dispose(close=False)
+        conn.execute(FTS_DDL)
+
+    @contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """``BEGIN IMMEDIATE`` … ``COMMIT``; any exception rolls the whole transaction back."""
+        conn = self.conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    def close(self) -> None:
+        self.conn.close()

@@ -1,0 +1,210 @@
+"""Table definitions. SQLModel declares them; the hot paths query them with ``sqlite3``.
+
+Every piece of state lives here, including the clock, faults, rate-limit buckets, in-flight
+markers and the id sequence, so that several workers on one file behave as one server.
+Timestamps of domain objects are stored as the same fixed-width UTC text the API emits
+(``YYYY-MM-DDTHH:MM:SS.ffffffZ``), which sorts and compares correctly as text.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Column, Index, LargeBinary, text
+from sqlmodel import Field, SQLModel
+
+__all__ = ["FTS_DDL", "metadata"]
+
+
+class Tenant(SQLModel, table=True):
+    __tablename__ = "tenants"
+    id: str = Field(primary_key=True)
+    auto_approve: str = Field(default='"off"')  # JSON: "off" | "all" | [kinds]
+    proposal_ttl_seconds: int = 604800
+    rate_limit_per_minute: int | None = None
+
+
+class Account(SQLModel, table=True):
+    __tablename__ = "accounts"
+    id: str = Field(primary_key=True)
+    tenant_id: str = Field(index=True)
+    balance: int = 0
+
+
+class Credential(SQLModel, table=True):
+    __tablename__ = "credentials"
+    id: str = Field(primary_key=True)
+    token_sha256: str = Field(unique=True)
+    tenant_id: str
+    account_id: str
+    user_id: str
+    permissions: str  # comma-separated
+    scopes: str  # JSON list of {kind, id}
+    builtin: bool = False
+    revoked: bool = False
+
+
+class Memory(SQLModel, table=True):
+    """The head of a memory: its current version's fields. ``seq`` is the full-text rowid."""
+
+    __tablename__ = "memories"
+    __table_args__ = (
+        Index(
+            "memories_active_topic",
+            "tenant_id",
+            "scope_kind",
+            "scope_id",
+            "topic",
+            unique=True,
+            sqlite_where=text("status = 'active' AND topic IS NOT NULL"),
+        ),
+    )
+    seq: int | None = Field(default=None, primary_key=True)
+    id: str = Field(unique=True)
+    tenant_id: str
+    scope_kind: str
+    scope_id: str
+    version: int
+    kind: str
+    topic: str | None = None
+    content: str
+    importance: int
+    status: str
+    source: str | None = None
+    created_at: str
+    updated_at: str
+    approved_at: str
+    last_accessed_at: str | None = None
+
+
+class MemoryVersion(SQLModel, table=True):
+    __tablename__ = "memory_versions"
+    memory_id: str = Field(primary_key=True)
+    version: int = Field(primary_key=True)
+    kind: str
+    topic: str | None = None
+    content: str
+    importance: int
+    status: str
+    source: str | None = None
+    updated_at: str
+    approved_at: str
+
+
+class Proposal(SQLModel, table=True):
+    __tablename__ = "proposals"
+    __table_args__ = (
+        Index("proposals_pending_expiry", "status", "expires_at"),
+        Index("proposals_target", "target_key", "status"),
+    )
+    seq: int | None = Field(default=None, primary_key=True)
+    id: str = Field(unique=True)
+    tenant_id: str = Field(index=True)
+    account_id: str
+    credential_id: str
+    status: str
+    kind: str
+    topic: str | None = None
+    content: str
+    importance: int
+    scope_kind: str
+    scope_id: str
+    justification: str | None = None
+    replaces_memory_id: str | None = None
+    replaces_version: int | None = None
+    memory_id: str | None = None
+    memory_version: int | None = None
+    reason: str | None = None
+    reason_detail: str | None = None
+    source: str | None = None
+    created_at: str
+    updated_at: str
+    expires_at: str
+    decided_at: str | None = None
+    target_key: str | None = None
+
+
+class IdempotencyRecord(SQLModel, table=True):
+    __tablename__ = "idempotency_records"
+    account_id: str = Field(primary_key=True)
+    key: str = Field(primary_key=True)
+    body_sha256: str
+    state: str  # in_flight | done
+    status_code: int | None = None
+    response_body: bytes | None = Field(default=None, sa_column=Column(LargeBinary))
+    original_request_id: str
+    scope_kind: str
+    scope_id: str
+    created_at: str
+    expires_at: str
+    in_flight_until: str | None = None
+
+
+class LedgerEntry(SQLModel, table=True):
+    __tablename__ = "ledger"
+    seq: int | None = Field(default=None, primary_key=True)
+    account_id: str = Field(index=True)
+    request_id: str
+    operation: str
+    amount: int
+    balance_after: int
+    at: str
+
+
+class JournalEntry(SQLModel, table=True):
+    __tablename__ = "journal"
+    seq: int | None = Field(default=None, primary_key=True)
+    request_id: str
+    at: str
+    operation: str
+    credential_id: str
+    idempotency_key: str | None = None
+    retry_attempt: int = 0
+    body_sha256: str
+    status: int | None = None
+    charged: bool = False
+    replayed: bool = False
+    dropped: bool = False
+    fault_id: str | None = None
+
+
+class Fault(SQLModel, table=True):
+    __tablename__ = "faults"
+    seq: int | None = Field(default=None, primary_key=True)
+    id: str = Field(unique=True)
+    operation: str
+    status: int
+    code: str
+    retry_after: int | None = None
+    remaining: int
+    phase: str
+    drop_connection: bool = False
+    delay_ms: int | None = None
+    hold_ms: int | None = None
+    credential_id: str | None = None
+
+
+class RateBucket(SQLModel, table=True):
+    __tablename__ = "rate_buckets"
+    credential_id: str = Field(primary_key=True)
+    tokens: float
+    updated_us: int
+
+
+class ServerState(SQLModel, table=True):
+    """One row: the clock, the billing authority switch and the id sequence."""
+
+    __tablename__ = "server_state"
+    id: int = Field(default=1, primary_key=True)
+    clock_offset_us: int = 0
+    clock_frozen_us: int | None = None
+    billing_available: bool = True
+    id_sequence: int = 0
+
+
+metadata = SQLModel.metadata
+
+# The full-text index of active memories: rowid = memories.seq. ``scope_tag`` holds one opaque
+# token per (tenant, scope) so that the index itself narrows a recall to the visible scopes.
+FTS_DDL = (
+    "CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts USING fts5("
+    "scope_tag, content, topic, tokenize = 'porter unicode61 remove_diacritics 2')"
+)

@@ -1,0 +1,153 @@
+"""A typed helper over the control API, for tests and scripts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+__all__ = ["AdminError", "FakeAdmin"]
+
+
+class AdminError(Exception):
+    """A control API call failed; ``problem`` is the RFC 9457 body."""
+
+    def __init__(self, status: int, problem: dict[str, Any]) -> None:
+        super().__init__(f"{status} {problem.get('code')}: {problem.get('detail')}")
+        self.status = status
+        self.problem = problem
+        self.code = problem.get("code")
+
+
+class FakeAdmin:
+    """``await admin.approve(proposal_id)`` and friends; each returns the parsed answer."""
+
+    def __init__(self, http: httpx.AsyncClient) -> None:
+        self.http = http
+
+    async def call(self, method: str, path: str, json: Any = None, **params: Any) -> Any:
+        query = {
+            k: ("true" if v is True else "false" if v is False else v)
+            for k, v in params.items()
+            if v is not None
+        }
+        response = await self.http.request(method, "/_fake" + path, json=json, params=query)
+        if response.status_code >= 400:
+            raise AdminError(response.status_code, response.json())
+        return None if response.status_code == 204 else response.json()
+
+    async def reset(self) -> dict[str, Any]:
+        result: dict[str, Any] = await self.call("POST", "/reset")
+        return result
+
+    async def create_credential(
+        self,
+        tenant: str = "tenant_dev",
+        *,
+        account: str | None = None,
+        user: str | None = None,
+        permissions: tuple[str, ...] = ("memory:read", "memory:propose"),
+        scopes: list[dict[str, str]] | None = None,
+        credits: int | None = None,
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "tenant": tenant,
+            "permissions": list(permissions),
+            "scopes": scopes or [],
+        }
+        for name, value in (("account", account), ("user", user), ("credits", credits)):
+            if value is not None:
+                body[name] = value
+        result: dict[str, Any] = await self.call("POST", "/credentials", body)
+        return result
+
+    async def revoke(self, credential_id: str) -> None:
+        await self.call("DELETE", f"/credentials/{credential_id}")
+
+    async def set_balance(self, account: str, balance: int) -> dict[str, Any]:
+        result: dict[str, Any] = await self.call("PUT", f"/accounts/{account}/credits", {"balance": balance})
+        return result
+
+    async def proposals(self, **filters: Any) -> dict[str, Any]:
+        result: dict[str, Any] = await self.call("GET", "/proposals", **filters)
+        return result
+
+    async def approve(self, proposal_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = await self.call("POST", f"/proposals/{proposal_id}/approve")
+        return result["proposal"]  # type: ignore[no-any-return]
+
+    async def reject(self, proposal_id: str, reason_detail: str | None = None) -> dict[str, Any]:
+        body = {} if reason_detail is None else {"reason_detail": reason_detail}
+        result: dict[str, Any] = await self.call("POST", f"/proposals/{proposal_id}/reject", body)
+        return result["proposal"]  # type: ignore[no-any-return]
+
+    async def expire(self, proposal_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = await self.call("POST", f"/proposals/{proposal_id}/expire")
+        return result["proposal"]  # type: ignore[no-any-return]
+
+    async def memories(self, **filters: Any) -> dict[str, Any]:
+        result: dict[str, Any] = await self.call("GET", "/memories", **filters)
+        return result
+
+    async def delete_memory(self, memory_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = await self.call("DELETE", f"/memories/{memory_id}")
+        return result["memory"]  # type: ignore[no-any-return]
+
+    async def restore_memory(self, memory_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = await self.call("POST", f"/memories/{memory_id}/restore")
+        return result["memory"]  # type: ignore[no-any-return]
+
+    async def policy(self, tenant: str = "tenant_dev") -> dict[str, Any]:
+        result: dict[str, Any] = await self.call("GET", f"/tenants/{tenant}/policy")
+        return result
+
+    async def set_policy(self, tenant: str = "tenant_dev", **policy: Any) -> dict[str, Any]:
+        result: dict[str, Any] = await self.call("PUT", f"/tenants/{tenant}/policy", policy)
+        return result
+
+    async def clock(self) -> dict[str, Any]:
+        result: dict[str, Any] = await self.call("GET", "/clock")
+        return result
+
+    async def advance_clock(self, seconds: float) -> dict[str, Any]:
+        result: dict[str, Any] = await self.call("POST", "/clock/advance", {"seconds": seconds})
+        return result
+
+    async def set_clock(self, *, now: str | None = None, frozen: bool | None = None) -> dict[str, Any]:
+        body = {k: v for k, v in (("now", now), ("frozen", frozen)) if v is not None}
+        result: dict[str, Any] = await self.call("PUT", "/clock", body)
+        return result
+
+    async def set_billing(self, available: bool) -> dict[str, Any]:
+        result: dict[str, Any] = await self.call("PUT", "/billing", {"available": available})
+        return result
+
+    async def add_fault(self, operation: str, status: int, **options: Any) -> dict[str, Any]:
+        result: dict[str, Any] = await self.call(
+            "POST", "/faults", {"operation": operation, "status": status, **options}
+        )
+        return result
+
+    async def faults(self) -> list[dict[str, Any]]:
+        result: dict[str, Any] = await self.call("GET", "/faults")
+        return result["items"]  # type: ignore[no-any-return]
+
+    async def clear_faults(self) -> None:
+        await self.call("DELETE", "/faults")
+
+    async def requests(self, **filters: Any) -> list[dict[str, Any]]:
+        """Every journal row matching the filters (all pages), oldest first."""
+        return await self._all_pages("/requests", **filters)
+
+    async def ledger(self, **filters: Any) -> list[dict[str, Any]]:
+        return await self._all_pages("/ledger", **filters)
+
+    async def _all_pages(self, path: str, **filters: Any) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        cursor = None
+        while True:
+            page = await self.call("GET", path, cursor=cursor, **filters)
+            items.extend(page["items"])
+            cursor = page["next_cursor"]
+            if cursor is None:
+                return items
