@@ -33,6 +33,7 @@ __all__ = [
     "expire_due",
     "load_proposal",
     "plan_proposal",
+    "secret_plan",
     "reject",
     "restore_memory",
 ]
@@ -157,6 +158,14 @@ def plan_proposal(conn: sqlite3.Connection, principal: Principal, body: dict[str
     if owner is not None:  # topic upsert: replace that memory's current version
         return ProposalPlan(scope, topic, owner["id"], owner["version"], "m:" + owner["id"])
     return ProposalPlan(scope, topic, None, None, _topic_target(tenant, scope, topic))
+
+
+def secret_plan(principal: Principal, body: dict[str, Any]) -> ProposalPlan:
+    """Step 11 for a secret-looking propose: only the scope; no upsert, target or topic checks."""
+    scope = Scope(kind=body["scope"]["kind"], id=body["scope"]["id"])
+    if not principal.sees(scope):
+        raise DomainError("scope_forbidden", "the credential cannot see this scope")
+    return ProposalPlan(scope, None, None, None, None)
 
 
 def create_proposal(

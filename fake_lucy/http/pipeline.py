@@ -389,7 +389,10 @@ class V1Pipeline:
         principal = call.principal
         now = clock.format_us(now_us)
         lifecycle.expire_due(conn, now)
-        plan = lifecycle.plan_proposal(conn, principal, body)  # 11
+        if secret is None:  # 11
+            plan = lifecycle.plan_proposal(conn, principal, body)
+        else:
+            plan = lifecycle.secret_plan(principal, body)
         billing.check_can_charge(conn, principal.account_id)  # 12
         expires_at = clock.format_us(now_us + principal.proposal_ttl_seconds * 1_000_000)
         row = lifecycle.create_proposal(  # 13

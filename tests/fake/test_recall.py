@@ -1,0 +1,144 @@
+"""SPEC 2, recall: FTS5 matching, visibility, filters, score and order, and the query as data."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from tests.helpers import PROJECT, WORKSPACE, approved_memory, recall
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_stemming_matches_other_forms_of_a_word(api, admin) -> None:
+    memory = await approved_memory(api, admin, "The team is running nightly migrations.")
+    found = (await recall(api, "runs migration")).json()["memories"]
+    assert [m["id"] for m in found] == [memory["memory"]["id"]]
+
+
+async def test_accents_are_ignored_both_ways(api, admin) -> None:
+    memory = await approved_memory(api, admin, "Meet at the café on Fridays.")
+    assert [m["id"] for m in (await recall(api, "cafe")).json()["memories"]] == [memory["memory"]["id"]]
+    other = await approved_memory(api, admin, "Naive resume parsing is fine.")
+    assert [m["id"] for m in (await recall(api, "naïve résumé")).json()["memories"]] == [
+        other["memory"]["id"]
+    ]
+
+
+async def test_stop_words_alone_match_nothing_and_are_charged(api, admin) -> None:
+    await approved_memory(api, admin, "The and of a the.")
+    response = await recall(api, "the and of")
+    assert response.status_code == 200
+    assert response.json()["memories"] == []
+    assert response.json()["credits"]["charged"] == 1
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        '"',
+        'say "hello',
+        "AND",
+        "OR NOT",
+        "*",
+        "post*",
+        "NEAR(a b)",
+        "content:secret",
+        "col:term",
+        "'; DROP TABLE memories; --",
+        "^start",
+        "{content}: x",
+        "()",
+        "   ...   ",
+        "-",
+    ],
+)
+async def test_the_query_is_data_never_fts_syntax(fake, api, admin, query) -> None:
+    await approved_memory(api, admin, "Drop table statements need review; content is data.")
+    response = await recall(api, query)
+    assert response.status_code == 200, response.text
+    count = sqlite3.connect(fake.fake.settings.database).execute("SELECT count(*) FROM memories").fetchone()
+    assert count == (1,)
+
+
+async def test_recall_covers_every_visible_scope_or_just_the_one_asked(api, admin) -> None:
+    p = await approved_memory(api, admin, "Shared glossary term alpha.", scope=PROJECT)
+    w = await approved_memory(api, admin, "Shared glossary term beta.", scope=WORKSPACE)
+    u = await approved_memory(
+        api, admin, "Shared glossary term gamma.", scope={"kind": "user", "id": "usr_dev"}
+    )
+    everywhere = {m["id"] for m in (await recall(api, "glossary")).json()["memories"]}
+    assert everywhere == {p["memory"]["id"], w["memory"]["id"], u["memory"]["id"]}
+    only = (await recall(api, "glossary", scope=WORKSPACE)).json()["memories"]
+    assert [m["id"] for m in only] == [w["memory"]["id"]]
+
+
+async def test_an_invisible_scope_is_scope_forbidden(api) -> None:
+    response = await recall(api, "anything", scope={"kind": "project", "id": "someone-elses"})
+    assert (response.status_code, response.json()["code"]) == (403, "scope_forbidden")
+    assert "someone-elses" not in response.text
+
+
+async def test_kinds_topic_and_limit_filter_the_results(api, admin) -> None:
+    rule = await approved_memory(api, admin, "Filter target rule.", kind="rule", topic="filter-rule")
+    fact = await approved_memory(api, admin, "Filter target fact.", kind="fact")
+    by_kind = (await recall(api, "filter target", kinds=["rule"])).json()["memories"]
+    assert [m["id"] for m in by_kind] == [rule["memory"]["id"]]
+    by_topic = (await recall(api, "filter target", topic="filter-rule")).json()["memories"]
+    assert [m["id"] for m in by_topic] == [rule["memory"]["id"]]
+    limited = (await recall(api, "filter target", limit=1)).json()["memories"]
+    assert len(limited) == 1
+    assert {m["id"] for m in (await recall(api, "filter target")).json()["memories"]} == {
+        rule["memory"]["id"],
+        fact["memory"]["id"],
+    }
+
+
+async def test_order_is_score_then_importance_then_recency_then_id(api, admin) -> None:
+    strong = await approved_memory(api, admin, "Kafka kafka kafka topics.", importance=1)
+    low = await approved_memory(api, admin, "Kafka topics once.", importance=2)
+    high = await approved_memory(api, admin, "Kafka topics twice.", importance=9)
+    memories = (await recall(api, "kafka")).json()["memories"]
+    assert memories[0]["id"] == strong["memory"]["id"]
+    assert memories[0]["score"] > memories[1]["score"] >= 0
+    assert memories[1]["score"] == memories[2]["score"]
+    assert [m["id"] for m in memories[1:]] == [high["memory"]["id"], low["memory"]["id"]]
+    for memory in memories:
+        assert memory["score"] == float(f"{memory['score']:.3g}")
+
+
+async def test_equal_scores_and_importance_prefer_the_most_recently_updated(api, admin) -> None:
+    older = await approved_memory(api, admin, "Redis cache one.")
+    await admin.advance_clock(5)
+    newer = await approved_memory(api, admin, "Redis cache two.")
+    memories = (await recall(api, "redis")).json()["memories"]
+    assert [m["id"] for m in memories] == [newer["memory"]["id"], older["memory"]["id"]]
+
+
+async def test_recall_sets_last_accessed_at_without_reindexing(fake, api, admin) -> None:
+    memory = await approved_memory(api, admin, "Observability uses OpenTelemetry.")
+    before = (await admin.memories())["items"][0]
+    assert before["last_accessed_at"] is None
+    await admin.advance_clock(60)
+    clock = (await admin.clock())["now"]
+    conn = sqlite3.connect(fake.fake.settings.database)
+    fts_before = conn.execute("SELECT rowid, content FROM memory_fts").fetchall()
+    changes_before = conn.execute("SELECT count(*) FROM memory_fts_docsize").fetchone()
+    found = (await recall(api, "opentelemetry")).json()["memories"]
+    assert found[0]["last_accessed_at"] >= clock
+    after = (await admin.memories())["items"][0]
+    assert after["last_accessed_at"] == found[0]["last_accessed_at"]
+    assert after["updated_at"] == before["updated_at"]
+    assert conn.execute("SELECT rowid, content FROM memory_fts").fetchall() == fts_before
+    assert conn.execute("SELECT count(*) FROM memory_fts_docsize").fetchone() == changes_before
+    assert memory["memory"]["version"] == after["version"]
+
+
+async def test_superseded_and_deleted_versions_are_not_recalled(api, admin) -> None:
+    first = await approved_memory(api, admin, "Zebra crossing rule.", topic="zebra")
+    await approved_memory(api, admin, "Zebra crossing rule updated.", topic="zebra")
+    found = (await recall(api, "zebra")).json()["memories"]
+    assert [(m["id"], m["version"]) for m in found] == [(first["memory"]["id"], 2)]
+    await admin.delete_memory(first["memory"]["id"])
+    assert (await recall(api, "zebra")).json()["memories"] == []

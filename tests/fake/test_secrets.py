@@ -1,0 +1,72 @@
+"""SPEC 1.5: secret-looking proposals are stored rejected, with the secret nowhere."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from lucy_memory._contract import load_json
+from tests.helpers import proposal_body, propose
+
+pytestmark = pytest.mark.anyio
+
+PATTERNS = load_json("contracts/secret-patterns.json")["patterns"]
+PLACEHOLDER = load_json("contracts/agent-memory-api.contract.json")["secret_policy"]["placeholder"]
+CASES = [(p["name"], example) for p in PATTERNS for example in p["positive"]]
+
+
+def _database_bytes(fake) -> bytes:
+    base = Path(fake.fake.settings.database)
+    return b"".join(
+        path.read_bytes() for path in (base, Path(f"{base}-wal"), Path(f"{base}-shm")) if path.exists()
+    )
+
+
+@pytest.mark.parametrize(("name", "secret"), CASES, ids=[f"{n}-{i}" for i, (n, _) in enumerate(CASES)])
+@pytest.mark.parametrize("field", ["content", "justification"])
+async def test_a_secret_gives_a_charged_rejected_proposal_and_is_never_stored(
+    fake, api, admin, name, secret, field
+) -> None:
+    fields = {"content": "Note for later."}
+    fields[field] = f"Remember this: {secret} ok"
+    response = await propose(api, proposal_body(**fields))
+    assert response.status_code == 201, response.text
+    assert response.headers["Lucy-Credits-Charged"] == "1"
+    proposal = response.json()["proposal"]
+    assert (proposal["status"], proposal["reason"]) == ("rejected", "secret_detected")
+    assert proposal[field] == PLACEHOLDER
+    assert proposal["topic"] is None
+    assert secret not in response.text
+    listed = await admin.proposals()
+    assert secret not in str(listed)
+    raw = _database_bytes(fake)
+    assert raw, "the database file exists"
+    for fragment in {secret, secret.encode("unicode_escape").decode()}:
+        assert fragment.encode() not in raw, f"{name} leaked into the SQLite file"
+
+
+async def test_the_callers_own_token_counts_as_a_secret(fake, api, admin) -> None:
+    created = await admin.create_credential(scopes=[{"kind": "project", "id": "project_example"}])
+    token = created["token"]
+    async with fake.client(token) as own:
+        response = await propose(own, proposal_body(f"my token is {token}"))
+    proposal = response.json()["proposal"]
+    assert (proposal["status"], proposal["reason"]) == ("rejected", "secret_detected")
+    assert token.encode() not in _database_bytes(fake)
+    assert token not in response.text
+
+
+async def test_a_secret_in_a_kebab_case_topic_clears_the_topic(api) -> None:
+    response = await propose(
+        api, proposal_body("harmless", topic="ghp-token-note", justification="AKIAIOSFODNN7EXAMPLE")
+    )
+    proposal = response.json()["proposal"]
+    assert proposal["reason"] == "secret_detected"
+    assert (proposal["topic"], proposal["justification"]) == (None, PLACEHOLDER)
+
+
+@pytest.mark.parametrize("text", [n for p in PATTERNS for n in p["negative"]])
+async def test_near_misses_are_ordinary_pending_proposals(api, text) -> None:
+    response = await propose(api, proposal_body(f"Context: {text}"))
+    assert response.json()["proposal"]["status"] == "pending"
