@@ -33,9 +33,9 @@ __all__ = [
     "expire_due",
     "load_proposal",
     "plan_proposal",
-    "secret_plan",
     "reject",
     "restore_memory",
+    "secret_plan",
 ]
 
 FINAL_STATES = frozenset({"approved", "rejected", "expired", "superseded"})
