@@ -64,5 +64,12 @@ class FakeLucy:
             seeding.reset(conn, self.ids, self.seed)
         return (time.perf_counter() - started) * 1000
 
+    def db_files(self) -> list[Path]:
+        """The SQLite file and its WAL and shared-memory files (none for ``:memory:``)."""
+        if self.settings.database == ":memory:":
+            return []
+        base = Path(self.settings.database)
+        return [base, Path(f"{base}-wal"), Path(f"{base}-shm")]
+
     def close(self) -> None:
         self.db.close()

@@ -1,0 +1,140 @@
+"""SPEC 2.1: bad input follows the pipeline order, never a 500, never a state change."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from tests.helpers import PROJECT, V1, proposal_body, propose
+
+pytestmark = pytest.mark.anyio
+
+JSON = {"Content-Type": "application/json"}
+
+
+async def _state(admin) -> tuple:
+    proposals = (await admin.proposals())["items"]
+    memories = (await admin.memories())["items"]
+    ledger = await admin.ledger()
+    return (len(proposals), len(memories), len(ledger))
+
+
+async def _post_raw(api, body: bytes, headers: dict[str, str] | None = None):
+    return await api.post(
+        V1 + "/proposals",
+        content=body,
+        headers={"Idempotency-Key": uuid.uuid4().hex, **JSON, **(headers or {})},
+    )
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"",
+        b"not json",
+        b"[1, 2]",
+        b'"a string"',
+        b'{"kind": "fact", "kind": "rule", "content": "x", "scope": {"kind": "project", "id": "p"}}',
+        b'{"kind": "fact", "content": "x", "importance": NaN, "scope": {"kind": "project", "id": "p"}}',
+        b'{"kind": "fact", "content": "x", "importance": Infinity, "scope": {}}',
+        b'{"kind": "fact", "content": "\\ud800", "scope": {"kind": "project", "id": "p"}}',
+        b'{"kind": "fact", "content": "\xff\xfe", "scope": {}}',
+        b'{"importance": 1e400}',
+    ],
+)
+async def test_malformed_json_is_400_invalid_json_and_changes_nothing(api, admin, body) -> None:
+    before = await _state(admin)
+    response = await _post_raw(api, body)
+    assert (response.status_code, response.json()["code"]) == (400, "invalid_json")
+    assert await _state(admin) == before
+
+
+@pytest.mark.parametrize(
+    "content_type", [None, "text/plain", "application/xml", "application/json; charset=latin-1"]
+)
+async def test_a_body_that_is_not_application_json_is_415(api, content_type) -> None:
+    headers = {"Idempotency-Key": "k1"}
+    if content_type:
+        headers["Content-Type"] = content_type
+    response = await api.post(V1 + "/proposals", content=b'{"kind": "fact"}', headers=headers)
+    assert (response.status_code, response.json()["code"]) == (415, "unsupported_media_type")
+
+
+async def test_over_64_kib_is_413_before_authentication(fake) -> None:
+    async with fake.client("wrong-token") as client:
+        response = await client.post(V1 + "/recall", content=b"x" * (64 * 1024 + 1), headers=JSON)
+    assert (response.status_code, response.json()["code"]) == (413, "payload_too_large")
+
+
+async def test_a_missing_idempotency_key_is_400_before_schema_validation(api) -> None:
+    response = await api.post(V1 + "/proposals", json={"nonsense": True})
+    assert (response.status_code, response.json()["code"]) == (400, "idempotency_key_required")
+    bad = await api.post(V1 + "/proposals", json=proposal_body(), headers={"Idempotency-Key": "x" * 256})
+    assert bad.json()["code"] == "idempotency_key_required"
+
+
+@pytest.mark.parametrize(
+    ("fields", "pointer", "echo"),
+    [
+        ({"colour": "blue-ish"}, "/colour", "blue-ish"),
+        ({"content": "é" * 4097}, "/content", "é" * 4097),
+        ({"topic": "Not Kebab"}, "/topic", "Not Kebab"),
+        ({"importance": 11}, "/importance", None),
+        ({"importance": 2**53}, "/importance", None),
+        ({"importance": 9007199254740993}, "/importance", None),
+        ({"kind": "opinion"}, "/kind", "opinion"),
+        ({"scope": {"kind": "team", "id": "x"}}, "/scope/kind", "team"),
+        ({"scope": {"kind": "project", "id": "bad id!"}}, "/scope/id", "bad id!"),
+        ({"justification": "j" * 2049}, "/justification", "j" * 2049),
+    ],
+)
+async def test_schema_failures_are_422_with_pointers_and_no_echo(api, admin, fields, pointer, echo) -> None:
+    before = await _state(admin)
+    response = await propose(api, {**proposal_body(), **fields})
+    assert response.status_code == 422, response.text
+    problem = response.json()
+    assert problem["code"] == "invalid_request"
+    assert pointer in [error["pointer"] for error in problem["details"]["errors"]]
+    if echo is not None:
+        assert echo not in response.text
+    assert await _state(admin) == before
+
+
+async def test_8192_bytes_of_content_is_accepted_and_8193_refused(api) -> None:
+    fits = await propose(api, proposal_body("é" * 4096))
+    assert fits.status_code == 201
+    too_big = await propose(api, proposal_body("é" * 4096 + "x"))
+    assert too_big.status_code == 422
+
+
+async def test_importance_seven_point_zero_counts_as_the_integer_seven(api) -> None:
+    response = await propose(api, proposal_body(importance=7.0))
+    assert response.status_code == 201
+    assert response.json()["proposal"]["importance"] == 7
+    assert '"importance":7,' in response.text
+
+
+async def test_a_missing_required_field_points_at_it(api) -> None:
+    response = await propose(api, {"kind": "fact", "scope": PROJECT})
+    assert {"pointer": "/content", "detail": "is required"} in response.json()["details"]["errors"]
+
+
+async def test_unknown_routes_and_methods_are_problems(api) -> None:
+    missing = await api.get("/api/agent-memory/v1/nothing")
+    assert (missing.status_code, missing.json()["code"]) == (404, "not_found")
+    wrong = await api.delete(V1 + "/recall")
+    assert (wrong.status_code, wrong.json()["code"]) == (405, "method_not_allowed")
+    assert wrong.headers["Allow"] == "POST"
+
+
+async def test_route_errors_come_before_authentication(fake) -> None:
+    async with fake.client(None) as client:
+        assert (await client.get(V1 + "/recall")).status_code == 405
+        assert (await client.get("/nowhere")).status_code == 404
+
+
+async def test_bad_requests_are_not_charged(api, admin) -> None:
+    await _post_raw(api, b"nope")
+    await propose(api, {**proposal_body(), "importance": 99})
+    assert await admin.ledger() == []

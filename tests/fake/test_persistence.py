@@ -1,0 +1,143 @@
+"""SPEC 3.1–3.2: state survives a restart, the seed applies to new databases, reset is exact."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+
+from fake_lucy.testing import InProcessFake
+from tests.helpers import proposal_body, propose, recall
+
+pytestmark = pytest.mark.anyio
+
+TABLES = [
+    "tenants",
+    "accounts",
+    "credentials",
+    "memories",
+    "memory_versions",
+    "proposals",
+    "idempotency_records",
+    "ledger",
+    "journal",
+    "faults",
+    "rate_buckets",
+    "server_state",
+]
+
+
+def _dump(path, exclude=("server_state",)) -> dict:
+    conn = sqlite3.connect(path)
+    try:
+        return {
+            t: conn.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall()  # noqa: S608 - constant table names
+            for t in TABLES
+            if t not in exclude
+        }
+    finally:
+        conn.close()
+
+
+async def test_state_survives_a_restart_on_the_same_file(tmp_path) -> None:
+    database = tmp_path / "keep.sqlite3"
+    first = InProcessFake(database)
+    async with first.client() as client:
+        created = await propose(client, proposal_body("Persisted decision about Postgres."))
+        await first.admin.approve(created.json()["proposal"]["id"])
+        await first.admin.advance_clock(3600)
+    clock = (await first.admin.clock())["now"]
+    await first.aclose()
+    second = InProcessFake(database)
+    async with second.client() as client:
+        found = (await recall(client, "postgres")).json()["memories"]
+    assert [m["content"] for m in found] == ["Persisted decision about Postgres."]
+    assert (await second.admin.clock())["now"] >= clock
+    assert found[0]["last_accessed_at"] >= clock
+    await second.aclose()
+
+
+async def test_a_seed_is_applied_only_to_a_new_database(tmp_path) -> None:
+    seed = tmp_path / "seed.json"
+    seed.write_text(
+        json.dumps(
+            {
+                "tenants": [{"id": "acme", "policy": {"auto_approve": "all"}}],
+                "credentials": [
+                    {
+                        "token": "acme-token-0123456789abcdef",
+                        "tenant": "acme",
+                        "account": "acct_acme",
+                        "user": "usr_acme",
+                        "permissions": ["memory:read", "memory:propose"],
+                        "scopes": [{"kind": "project", "id": "rocket"}],
+                        "credits": 5,
+                    }
+                ],
+                "memories": [
+                    {
+                        "tenant": "acme",
+                        "scope": {"kind": "project", "id": "rocket"},
+                        "kind": "rule",
+                        "topic": "fuel",
+                        "content": "Rocket fuel is kerosene.",
+                    }
+                ],
+            }
+        )
+    )
+    database = tmp_path / "seeded.sqlite3"
+    first = InProcessFake(database, seed=seed)
+    async with first.client("acme-token-0123456789abcdef") as client:
+        assert [m["content"] for m in (await recall(client, "kerosene")).json()["memories"]] == [
+            "Rocket fuel is kerosene."
+        ]
+        auto = await propose(
+            client, proposal_body("Rocket paint is white.", scope={"kind": "project", "id": "rocket"})
+        )
+        assert auto.json()["proposal"]["status"] == "approved"
+    async with first.client() as dev:
+        assert (await recall(dev, "kerosene")).status_code == 401  # the seed replaces the dev default
+    await first.aclose()
+    second = InProcessFake(database, seed=seed)  # restart: seed not applied again
+    memories = (await second.admin.memories())["items"]
+    assert len(memories) == 2
+    ledger = await second.admin.ledger(account="acct_acme")
+    assert ledger[-1]["balance_after"] == 3
+    await second.aclose()
+
+
+async def test_reset_gives_exactly_the_fresh_seeded_state(tmp_path) -> None:
+    fresh_db = tmp_path / "fresh.sqlite3"
+    fresh = InProcessFake(fresh_db, id_seed=7)
+    expected = _dump(fresh_db)
+    used_db = tmp_path / "used.sqlite3"
+    used = InProcessFake(used_db, id_seed=7)
+    async with used.client() as client:
+        created = await propose(client, proposal_body())
+        await used.admin.approve(created.json()["proposal"]["id"])
+        await used.admin.create_credential("other_tenant", credits=3)
+        await used.admin.set_policy(auto_approve="all", rate_limit_per_minute=100)
+        await used.admin.set_billing(False)
+        await used.admin.set_clock(frozen=True)
+        await used.admin.advance_clock(10_000)
+        await used.admin.add_fault("recall", 503)
+        await recall(client, "anything")
+    result = await used.admin.reset()
+    assert result["reset"] is True
+    assert _dump(used_db) == expected
+    state = (
+        sqlite3.connect(used_db)
+        .execute("SELECT clock_offset_us, clock_frozen_us, billing_available, id_sequence FROM server_state")
+        .fetchone()
+    )
+    assert state == (0, None, 1, 0)
+    assert (await used.admin.clock())["frozen"] is False
+    assert await used.admin.policy() == {
+        "auto_approve": "off",
+        "proposal_ttl_seconds": 604800,
+        "rate_limit_per_minute": None,
+    }
+    await fresh.aclose()
+    await used.aclose()

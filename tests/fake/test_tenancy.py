@@ -1,0 +1,159 @@
+"""SPEC 1.4: tenants, accounts, scopes, credentials and permissions."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fake_lucy.testing import InProcessFake
+from tests.helpers import V1, proposal_body, propose, recall, status
+
+pytestmark = pytest.mark.anyio
+
+SHARED = {"kind": "project", "id": "shared-id"}
+
+
+async def test_the_same_scope_id_in_two_tenants_is_two_scopes(fake, admin) -> None:
+    a = await admin.create_credential("tenant_a", scopes=[SHARED])
+    b = await admin.create_credential("tenant_b", scopes=[SHARED])
+    async with fake.client(a["token"]) as client_a, fake.client(b["token"]) as client_b:
+        created = await propose(client_a, proposal_body("Tenant A secret sauce recipe.", scope=SHARED))
+        await admin.approve(created.json()["proposal"]["id"])
+        assert len((await recall(client_a, "sauce recipe")).json()["memories"]) == 1
+        assert (await recall(client_b, "sauce recipe")).json()["memories"] == []
+        assert (await status(client_b, created.json()["proposal"]["id"])).status_code == 404
+
+
+async def test_another_account_of_the_same_tenant_cannot_read_a_proposal(fake, api, admin) -> None:
+    other = await admin.create_credential(scopes=[{"kind": "project", "id": "project_example"}])
+    created = await propose(api, proposal_body())
+    async with fake.client(other["token"]) as client:
+        response = await status(client, created.json()["proposal"]["id"])
+    assert (response.status_code, response.json()["code"]) == (404, "not_found")
+
+
+async def test_unknown_and_revoked_tokens_are_401_with_a_bearer_challenge(fake, admin) -> None:
+    created = await admin.create_credential()
+    async with fake.client("not-a-token") as client:
+        response = await recall(client, "x")
+    assert response.status_code == 401
+    assert response.headers["WWW-Authenticate"] == "Bearer"
+    await admin.revoke(created["credential_id"])
+    async with fake.client(created["token"]) as client:
+        assert (await recall(client, "x")).status_code == 401
+    async with fake.client(None) as client:
+        missing = await recall(client, "x")
+    assert (missing.status_code, missing.json()["code"]) == (401, "unauthenticated")
+
+
+async def test_issued_tokens_are_long_and_stored_hashed(fake, admin) -> None:
+    created = await admin.create_credential()
+    assert len(created["token"]) >= 32
+    raw = b"".join(p.read_bytes() for p in fake.fake.db_files() if p.exists())
+    assert created["token"].encode() not in raw
+    assert b"lucy-dev-token" not in raw
+
+
+async def test_a_missing_permission_is_permission_denied(fake, admin) -> None:
+    reader = await admin.create_credential(permissions=("memory:read",), scopes=[SHARED])
+    async with fake.client(reader["token"]) as client:
+        response = await propose(client, proposal_body(scope=SHARED))
+        assert (response.status_code, response.json()["code"]) == (403, "permission_denied")
+        assert (await recall(client, "x")).status_code == 200
+
+
+async def test_lucy_permissions_narrows_the_request(api) -> None:
+    response = await propose(api, proposal_body(), headers={"Lucy-Permissions": "memory:read"})
+    assert (response.status_code, response.json()["code"]) == (403, "permission_denied")
+    ok = await api.post(
+        V1 + "/recall", json={"query": "x"}, headers={"Lucy-Permissions": "memory:read, memory:propose"}
+    )
+    assert ok.status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("header", "value"),
+    [
+        ("Lucy-Permissions", "memory:read,,memory:propose"),
+        ("Lucy-Permissions", "memory:write"),
+        ("Lucy-Permissions", ""),
+        ("Lucy-Client-Name", "x" * 101),
+        ("Lucy-Client-Name", "%ff%fe"),
+        ("Lucy-Retry-Attempt", "11"),
+        ("Lucy-Retry-Attempt", "one"),
+    ],
+)
+async def test_malformed_optional_headers_are_400_invalid_header(api, header, value) -> None:
+    response = await api.post(V1 + "/recall", json={"query": "x"}, headers={header: value})
+    assert (response.status_code, response.json()["code"]) == (400, "invalid_header")
+    assert value not in response.json()["detail"] or value == ""
+
+
+async def test_a_proposal_in_an_invisible_scope_is_scope_forbidden(api) -> None:
+    response = await propose(api, proposal_body(scope={"kind": "workspace", "id": "not-mine"}))
+    assert (response.status_code, response.json()["code"]) == (403, "scope_forbidden")
+
+
+async def test_a_credential_always_sees_its_own_user_scope(fake, admin) -> None:
+    created = await admin.create_credential(user="usr_alice", scopes=[])
+    async with fake.client(created["token"]) as client:
+        response = await propose(client, proposal_body(scope={"kind": "user", "id": "usr_alice"}))
+        assert response.status_code == 201
+        other = await propose(client, proposal_body(scope={"kind": "user", "id": "usr_dev"}))
+        assert other.status_code == 403
+
+
+async def test_built_in_tokens_are_refused_off_loopback(tmp_path) -> None:
+    async with InProcessFake.start(tmp_path, host="0.0.0.0") as exposed:  # noqa: S104 - the point of the test
+        async with exposed.client() as client:
+            response = await recall(client, "x")
+        assert response.status_code == 401
+        assert "non-loopback" in response.json()["detail"]
+        async with exposed.client(exposed.admin_token) as client:
+            control = await client.get("/_fake/clock")
+        assert control.status_code == 401
+
+
+# -- property: random operation sequences never cross a tenant or account boundary ----------------
+
+ACTORS = ["a1", "a2", "b1"]  # a1 and a2: two accounts of tenant A; b1: tenant B
+OPERATION = st.tuples(
+    st.sampled_from(["propose", "approve", "recall", "status"]),
+    st.sampled_from(ACTORS),
+    st.sampled_from(["alpha", "beta", "gamma"]),
+)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=st.lists(OPERATION, min_size=1, max_size=12))
+async def test_no_operation_sequence_leaks_across_tenants_or_accounts(fake, admin, steps) -> None:
+    fake.reset()
+    tokens = {
+        "a1": (await admin.create_credential("tenant_a", account="acct_a1", scopes=[SHARED]))["token"],
+        "a2": (await admin.create_credential("tenant_a", account="acct_a2", scopes=[SHARED]))["token"],
+        "b1": (await admin.create_credential("tenant_b", account="acct_b1", scopes=[SHARED]))["token"],
+    }
+    tenant = {"a1": "A", "a2": "A", "b1": "B"}
+    owner: dict[str, str] = {}  # proposal id → actor
+    memory_tenant: dict[str, str] = {}
+    for op, actor, word in steps:
+        async with fake.client(tokens[actor]) as client:
+            if op == "propose":
+                response = await propose(
+                    client, proposal_body(f"{word} note {uuid.uuid4().hex}", scope=SHARED)
+                )
+                owner[response.json()["proposal"]["id"]] = actor
+            elif op == "approve" and owner:
+                proposal_id = next(iter(owner))
+                result = await admin.call("POST", f"/proposals/{proposal_id}/approve")
+                memory_tenant[result["proposal"]["memory"]["id"]] = tenant[owner.pop(proposal_id)]
+            elif op == "recall":
+                for memory in (await recall(client, word)).json()["memories"]:
+                    assert memory_tenant[memory["id"]] == tenant[actor]
+            elif op == "status":
+                for proposal_id, who in owner.items():
+                    code = (await status(client, proposal_id)).status_code
+                    assert code == (200 if who == actor else 404)
