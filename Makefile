@@ -7,7 +7,7 @@ UV_VERSION := 0.13.8
 UV := $(shell command -v uv 2>/dev/null || echo .tools/bin/uv)
 RUN := $(UV) run --frozen
 
-.PHONY: serve test lint typecheck pytest sync fuzz clean
+.PHONY: serve test lint typecheck pytest sync fuzz clean bench
 
 .tools/bin/uv:
 	$(PYTHON) -m venv .tools
@@ -36,3 +36,6 @@ test: lint typecheck pytest
 
 clean:
 	rm -rf .venv .tools .fake-lucy .mypy_cache .pytest_cache .ruff_cache
+
+bench: sync
+	$(RUN) python -m benchmarks.bench_reset

@@ -18,7 +18,10 @@ class BucketState:
     reset: int  # seconds until the bucket is full again
 
 
-def take_token(conn: sqlite3.Connection, *, credential_id: str, per_minute: int, now_us: int) -> BucketState:
+def take_token(
+    conn: sqlite3.Connection, *, credential_id: str, per_minute: int, now_us: int, take: bool = True
+) -> BucketState:
+    """Take one token (``take=False``: only report the bucket, for a request refused before step 6)."""
     rate_per_us = per_minute / 60 / 1_000_000
     row = conn.execute(
         "SELECT tokens, updated_us FROM rate_buckets WHERE credential_id = ?", (credential_id,)
@@ -28,12 +31,18 @@ def take_token(conn: sqlite3.Connection, *, credential_id: str, per_minute: int,
         elapsed = max(0, now_us - int(row[1]))
         tokens = min(float(per_minute), float(row[0]) + elapsed * rate_per_us)
     allowed = tokens >= 1.0
+    if not take:
+        return _state(True, per_minute, tokens)
     if allowed:
         tokens -= 1.0
     conn.execute(
         "INSERT OR REPLACE INTO rate_buckets (credential_id, tokens, updated_us) VALUES (?, ?, ?)",
         (credential_id, tokens, now_us),
     )
+    return _state(allowed, per_minute, tokens)
+
+
+def _state(allowed: bool, per_minute: int, tokens: float) -> BucketState:
     per_second = per_minute / 60
     retry_after = max(1, math.ceil((1.0 - tokens) / per_second)) if not allowed else 0
     reset = max(0, math.ceil((per_minute - tokens) / per_second))

@@ -125,6 +125,7 @@ class V1Pipeline:
         return response
 
     async def _steps(self, call: _Call, proposal_id: str | None) -> Response:
+        self._rate_limit(call, take=False)  # the headers for a refusal at steps 4 and 5
         self._check_permissions(call)  # 4
         self._fault(call, "before")  # 5
         self._rate_limit(call)  # 6
@@ -194,19 +195,29 @@ class V1Pipeline:
             headers["Retry-After"] = str(fault.retry_after)
         raise _Injected(fault, headers)
 
-    def _rate_limit(self, call: _Call) -> None:
+    def _rate_limit(self, call: _Call, *, take: bool = True) -> None:
+        """Step 6; while a limit is set every response after step 3 carries the headers."""
         per_minute = call.principal.rate_limit_per_minute
         if per_minute is None:
             return
-        with self.fake.db.write() as conn:
+        if take:
+            with self.fake.db.write() as conn:
+                state = ratelimit.take_token(
+                    conn,
+                    credential_id=call.principal.credential_id,
+                    per_minute=per_minute,
+                    now_us=clock.now_us(conn),
+                )
+        else:
             state = ratelimit.take_token(
-                conn,
+                self.conn,
                 credential_id=call.principal.credential_id,
                 per_minute=per_minute,
-                now_us=clock.now_us(conn),
+                now_us=clock.now_us(self.conn),
+                take=False,
             )
-        call.headers["RateLimit-Policy"] = f'"default";q={state.limit};w=60'
-        call.headers["RateLimit"] = f'"default";r={state.remaining};t={state.reset}'
+        call.headers["RateLimit-Policy"] = f'"credential";q={state.limit};w=60'
+        call.headers["RateLimit"] = f'"credential";r={state.remaining};t={state.reset}'
         if not state.allowed:
             raise ProblemError(
                 "rate_limited",

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import socket
 from typing import Any
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -39,3 +42,12 @@ class AbortingH11Protocol(H11Protocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.app = _AbortingApp(self.app, self)
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # asyncio sets TCP_NODELAY only on sockets created with proto=IPPROTO_TCP; a socket handed
+        # in by a caller (port 0 fixtures) may not be, and then Nagle + delayed ACK add ~40 ms.
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        super().connection_made(transport)  # type: ignore[arg-type]
