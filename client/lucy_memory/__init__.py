@@ -1,3 +1,121 @@
-"""Lucy Agent Memory: a typed async SDK for Agent Memory HTTP v1."""
+"""Lucy Agent Memory: a typed async SDK for Agent Memory HTTP v1.
 
-__all__: list[str] = []
+```python
+client = AgentMemoryClient(
+    transport=create_lucy_http_transport(base_url="https://lucy.example"),
+    token=os.environ["LUCY_MEMORY_TOKEN"],
+    permissions=["memory:read", "memory:propose"],
+)
+result = await client.recall('{"query": "Which database did we approve?", "limit": 3}')
+```
+"""
+
+from lucy_memory._contract import SchemaError
+from lucy_memory.client import DEFAULT_CLIENT_NAME, PERMISSIONS, AgentMemoryClient, SyncAgentMemoryClient
+from lucy_memory.errors import (
+    APIError,
+    BadGatewayError,
+    BillingUnavailableError,
+    ConfigurationError,
+    GatewayTimeoutError,
+    IdempotencyKeyInUseError,
+    IdempotencyKeyRequiredError,
+    IdempotencyKeyReusedError,
+    InsecureTransportError,
+    InsufficientCreditsError,
+    InternalServerError,
+    InvalidHeaderError,
+    InvalidJSONError,
+    InvalidRequestError,
+    InvalidResponseError,
+    LucyMemoryError,
+    MemoryNotFoundError,
+    MethodNotAllowedError,
+    NotFoundError,
+    PayloadTooLargeError,
+    PermissionDeniedError,
+    RateLimitedError,
+    ResponseLostError,
+    ScopeForbiddenError,
+    SecretDetectedError,
+    ServiceUnavailableError,
+    TopicConflictError,
+    UnauthenticatedError,
+    UnsupportedMediaTypeError,
+    VersionConflictError,
+)
+from lucy_memory.models import (
+    Credits,
+    Memory,
+    MemoryRef,
+    MemoryVersionRef,
+    Proposal,
+    ProposalStatusResult,
+    ProposeResult,
+    RecalledMemory,
+    RecallResult,
+    Scope,
+)
+from lucy_memory.retry import DEFAULT_MAX_RETRIES, MAX_RETRY_AFTER_SECONDS
+from lucy_memory.transport import (
+    LucyHttpTransport,
+    Transport,
+    TransportRequest,
+    TransportResponse,
+    create_lucy_http_transport,
+)
+
+__all__ = [
+    "DEFAULT_CLIENT_NAME",
+    "DEFAULT_MAX_RETRIES",
+    "MAX_RETRY_AFTER_SECONDS",
+    "PERMISSIONS",
+    "APIError",
+    "AgentMemoryClient",
+    "BadGatewayError",
+    "BillingUnavailableError",
+    "ConfigurationError",
+    "Credits",
+    "GatewayTimeoutError",
+    "IdempotencyKeyInUseError",
+    "IdempotencyKeyRequiredError",
+    "IdempotencyKeyReusedError",
+    "InsecureTransportError",
+    "InsufficientCreditsError",
+    "InternalServerError",
+    "InvalidHeaderError",
+    "InvalidJSONError",
+    "InvalidRequestError",
+    "InvalidResponseError",
+    "LucyHttpTransport",
+    "LucyMemoryError",
+    "Memory",
+    "MemoryNotFoundError",
+    "MemoryRef",
+    "MemoryVersionRef",
+    "MethodNotAllowedError",
+    "NotFoundError",
+    "PayloadTooLargeError",
+    "PermissionDeniedError",
+    "Proposal",
+    "ProposalStatusResult",
+    "ProposeResult",
+    "RateLimitedError",
+    "RecallResult",
+    "RecalledMemory",
+    "ResponseLostError",
+    "SchemaError",
+    "Scope",
+    "ScopeForbiddenError",
+    "SecretDetectedError",
+    "ServiceUnavailableError",
+    "SyncAgentMemoryClient",
+    "TopicConflictError",
+    "Transport",
+    "TransportRequest",
+    "TransportResponse",
+    "UnauthenticatedError",
+    "UnsupportedMediaTypeError",
+    "VersionConflictError",
+    "create_lucy_http_transport",
+]

@@ -1,0 +1,583 @@
+"""``AgentMemoryClient``: recall, propose and proposal status over any ``Transport``.
+
+```python
+client = AgentMemoryClient(
+    transport=create_lucy_http_transport(base_url=os.environ["LUCY_MEMORY_BASE_URL"]),
+    token=os.environ["LUCY_MEMORY_TOKEN"],
+    permissions=["memory:read", "memory:propose"],
+)
+result = await client.recall('{"query": "Which database did we approve?", "limit": 3}')
+```
+
+Every method takes a JSON string, parses it strictly, validates it against ``schemas/``, refuses before
+sending what the client may not or should not send (permissions, secrets, schema), and sends the
+RFC 8785 canonical form. Only propose is retried automatically (see ``lucy_memory.retry``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import random as _random
+import re
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+import anyio
+from anyio.from_thread import BlockingPortal, start_blocking_portal
+
+from lucy_memory._contract import InvalidJSONError as _ParseError
+from lucy_memory._contract import (
+    SchemaError,
+    SecretScanner,
+    canonical_bytes,
+    load_contract,
+    parse_json_object,
+    schema_validator,
+)
+from lucy_memory.errors import (
+    ConfigurationError,
+    IdempotencyKeyRequiredError,
+    InvalidJSONError,
+    InvalidRequestError,
+    InvalidResponseError,
+    LucyMemoryError,
+    PermissionDeniedError,
+    SecretDetectedError,
+    VersionConflictError,
+    api_error_class,
+    code_for_status,
+)
+from lucy_memory.models import (
+    Credits,
+    Proposal,
+    ProposalStatusResult,
+    ProposeResult,
+    RecalledMemory,
+    RecallResult,
+)
+from lucy_memory.retry import DEFAULT_MAX_RETRIES, MAX_RETRIES_LIMIT, decide_retry, poll_delay
+from lucy_memory.transport import Transport, TransportRequest, TransportResponse
+
+__all__ = ["DEFAULT_CLIENT_NAME", "PERMISSIONS", "AgentMemoryClient", "SyncAgentMemoryClient"]
+
+logger = logging.getLogger("lucy_memory")
+
+PERMISSIONS = ("memory:read", "memory:propose")
+DEFAULT_CLIENT_NAME = "lucy-memory-python"
+_CLIENT_NAME_MAX_CHARS = 100
+_TOKEN = re.compile(r"[\x21-\x7E]{1,4096}")
+_IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7E]{1,255}")
+_CONTROL = re.compile(r"[\x00-\x1F\x7F]")
+# Shorter tokens are not scrubbed from server text: replacing them would garble ordinary words.
+_REDACT_MIN_LENGTH = 8
+_SECRET_FIELDS = ("content", "justification", "topic")
+
+Sleep = Callable[[float], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class _Operation:
+    name: str
+    method: str
+    permission: str
+    request_schema: str
+    response_schema: str
+    success: int
+
+
+_RECALL = _Operation(
+    "recall", "POST", "memory:read", "recall-request.schema.json", "recall-response.schema.json", 200
+)
+_PROPOSE = _Operation(
+    "propose", "POST", "memory:propose", "propose-request.schema.json", "propose-response.schema.json", 201
+)
+_STATUS = _Operation(
+    "proposal_status",
+    "GET",
+    "memory:propose",
+    "proposal-status-request.schema.json",
+    "proposal-status-response.schema.json",
+    200,
+)
+
+
+class _Token:
+    """Holds the bearer token; its ``repr`` and ``str`` never show it."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "<token redacted>"
+
+    __str__ = __repr__
+
+
+def _encode_client_name(name: str) -> str:
+    """Visible ASCII and spaces as they are; anything else (and ``%``) percent-encoded as UTF-8."""
+    out: list[str] = []
+    for char in name:
+        if " " <= char <= "~" and char != "%":
+            out.append(char)
+        else:
+            out.extend(f"%{byte:02X}" for byte in char.encode("utf-8"))
+    return "".join(out)
+
+
+def _check_permissions(permissions: Iterable[str]) -> tuple[str, ...]:
+    if isinstance(permissions, str):
+        raise ConfigurationError("permissions must be a list such as ['memory:read', 'memory:propose']")
+    chosen = tuple(dict.fromkeys(permissions))
+    if not chosen or any(item not in PERMISSIONS for item in chosen):
+        raise ConfigurationError("permissions must be a non-empty subset of: " + ", ".join(PERMISSIONS))
+    return chosen
+
+
+def _contract_retryable(code: str) -> bool | None:
+    entry = load_contract("agent-memory-api")["errors"].get(code)
+    return None if entry is None else bool(entry["retryable"])
+
+
+class AgentMemoryClient:
+    """The async client. ``permissions`` are the ones this client may use (sent as ``Lucy-Permissions``
+    on every request); ``sleep``, ``clock`` (Unix seconds) and ``random`` are injectable for tests."""
+
+    def __init__(
+        self,
+        *,
+        transport: Transport,
+        token: str,
+        permissions: Iterable[str],
+        client_name: str = DEFAULT_CLIENT_NAME,
+        max_retries: int | None = None,
+        sleep: Sleep = anyio.sleep,
+        clock: Callable[[], float] = time.time,
+        random: Callable[[], float] = _random.random,
+    ) -> None:
+        if not isinstance(token, str) or not _TOKEN.fullmatch(token):
+            raise ConfigurationError("token must be 1 to 4096 printable ASCII characters without spaces")
+        if (
+            not isinstance(client_name, str)
+            or not 1 <= len(client_name) <= _CLIENT_NAME_MAX_CHARS
+            or _CONTROL.search(client_name)
+        ):
+            raise ConfigurationError("client_name must be 1 to 100 characters without control characters")
+        retries = (
+            getattr(transport, "max_retries", DEFAULT_MAX_RETRIES) if max_retries is None else max_retries
+        )
+        if isinstance(retries, bool) or not isinstance(retries, int) or not 0 <= retries <= MAX_RETRIES_LIMIT:
+            raise ConfigurationError(f"max_retries must be an integer from 0 to {MAX_RETRIES_LIMIT}")
+        self._transport = transport
+        self._token = _Token(token)
+        self.permissions = _check_permissions(permissions)
+        self.client_name = client_name
+        self.max_retries: int = retries
+        self._sleep = sleep
+        self._clock = clock
+        self._random = random
+        self._scanner = SecretScanner()
+
+    def __repr__(self) -> str:
+        return (
+            f"AgentMemoryClient(transport={self._transport!r}, permissions={list(self.permissions)!r}, "
+            f"client_name={self.client_name!r}, max_retries={self.max_retries!r})"
+        )
+
+    async def __aenter__(self) -> AgentMemoryClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Closes the transport when it has an ``aclose`` (the HTTP transport does)."""
+        close = getattr(self._transport, "aclose", None)
+        if close is not None:
+            await close()
+
+    # -- public operations -------------------------------------------------------------------------
+
+    async def recall(self, request_json: str) -> RecallResult:
+        """Recall approved, active memories. Charged one credit; never retried automatically."""
+        _, body = self._prepare(_RECALL, request_json, idempotency_key=None)
+        response, _ = await self._exchange(_RECALL, "/recall", body, idempotency_key=None)
+        data = self._parse_success(_RECALL, response, idempotency_key=None, attempts=1)
+        return RecallResult(
+            memories=tuple(RecalledMemory.from_json(item) for item in data["memories"]),
+            request_id=data["request_id"],
+            credits=Credits.from_json(data["credits"]),
+            body=response.body.decode("utf-8"),
+        )
+
+    async def propose(self, request_json: str, idempotency_key: str | None = None) -> ProposeResult:
+        """Propose a memory (or a replacement). A key is generated when absent and kept across retries;
+        it is on the result and on every error. The memory is saved only when the proposal is approved."""
+        if idempotency_key is None:
+            idempotency_key = f"lm-{uuid.uuid4().hex}"
+        _, body = self._prepare(_PROPOSE, request_json, idempotency_key=idempotency_key)
+        response, attempts = await self._exchange(
+            _PROPOSE, "/proposals", body, idempotency_key=idempotency_key
+        )
+        data = self._parse_success(_PROPOSE, response, idempotency_key=idempotency_key, attempts=attempts)
+        replayed = (response.header("Idempotent-Replayed") or "").strip().lower() == "true"
+        credits = Credits.from_json(data["credits"])
+        if replayed:
+            # A replay's body is the stored original; its headers describe this (uncharged) request.
+            credits = _header_credits(response) or Credits(charged=0, remaining=credits.remaining)
+        return ProposeResult(
+            proposal=Proposal.from_json(data["proposal"]),
+            request_id=data["request_id"],
+            credits=credits,
+            idempotency_key=data["idempotency_key"],
+            replayed=replayed,
+            original_request_id=response.header("Lucy-Original-Request-Id"),
+            attempts=attempts,
+            body=response.body.decode("utf-8"),
+        )
+
+    async def proposal_status(self, request_json: str) -> ProposalStatusResult:
+        """The current state of a proposal: ``'{"proposal_id": "prop_…"}'``. Charged one credit; never
+        retried automatically."""
+        request, _ = self._prepare(_STATUS, request_json, idempotency_key=None)
+        path = "/proposals/" + request["proposal_id"]
+        response, _ = await self._exchange(_STATUS, path, None, idempotency_key=None)
+        data = self._parse_success(_STATUS, response, idempotency_key=None, attempts=1)
+        return ProposalStatusResult(
+            proposal=Proposal.from_json(data["proposal"]),
+            request_id=data["request_id"],
+            credits=Credits.from_json(data["credits"]),
+            body=response.body.decode("utf-8"),
+        )
+
+    async def wait_for_decision(
+        self,
+        proposal_id: str,
+        *,
+        max_polls: int,
+        max_interval: float | None = None,
+    ) -> ProposalStatusResult:
+        """Poll ``proposal_status`` until the proposal is final or ``max_polls`` polls were made (each poll
+        costs a credit; the limit is yours). Waits between polls with capped backoff (1 s, 2 s, 4 s, …,
+        at most ``max_interval`` or 30 s). Returns the last status; check ``result.proposal.is_final``."""
+        if isinstance(max_polls, bool) or not isinstance(max_polls, int) or max_polls < 1:
+            raise ConfigurationError("max_polls must be a positive integer")
+        request_json = '{"proposal_id":' + _json_string(proposal_id) + "}"
+        poll = 0
+        while True:
+            result = await self.proposal_status(request_json)
+            poll += 1
+            if result.proposal.is_final or poll >= max_polls:
+                return result
+            delay = poll_delay(poll - 1)
+            if max_interval is not None:
+                delay = min(delay, max_interval)
+            await self._sleep(delay)
+
+    # -- the request path --------------------------------------------------------------------------
+
+    def _prepare(
+        self, operation: _Operation, request_json: str, *, idempotency_key: str | None
+    ) -> tuple[dict[str, Any], bytes]:
+        """Every client-side refusal, before anything is sent; returns the parsed and canonical body."""
+        refusal: dict[str, Any] = {"operation": operation.name, "idempotency_key": idempotency_key}
+        if operation.permission not in self.permissions:
+            raise PermissionDeniedError(
+                f"this client is not configured with {operation.permission}, which {operation.name} needs",
+                **refusal,
+            )
+        if idempotency_key is not None and not (
+            isinstance(idempotency_key, str) and _IDEMPOTENCY_KEY.fullmatch(idempotency_key)
+        ):
+            refusal["idempotency_key"] = None
+            raise IdempotencyKeyRequiredError(
+                "idempotency_key must be 1 to 255 printable ASCII characters without spaces", **refusal
+            )
+        if not isinstance(request_json, str):
+            raise InvalidJSONError("the request must be a JSON string", **refusal)
+        try:
+            request = parse_json_object(request_json)
+        except _ParseError as exc:
+            raise InvalidJSONError(str(exc), **refusal) from None
+        problems = schema_validator(operation.request_schema).errors(request)
+        if problems:
+            listed = "; ".join(f"{item.pointer or '/'} {item.detail}" for item in problems[:10])
+            raise InvalidRequestError(
+                f"the request does not match {operation.request_schema}: {listed}",
+                errors=tuple(problems),
+                **refusal,
+            )
+        if operation is _PROPOSE:
+            self._refuse_secrets(request, refusal)
+        return request, canonical_bytes(request)
+
+    def _refuse_secrets(self, request: Mapping[str, Any], refusal: dict[str, Any]) -> None:
+        for name in _SECRET_FIELDS:
+            value = request.get(name)
+            if isinstance(value, str):
+                pattern = self._scanner.find(value, caller_token=self._token.reveal())
+                if pattern is not None:
+                    raise SecretDetectedError(
+                        f"{name} looks like a secret (pattern {pattern}); do not propose credentials",
+                        field=name,
+                        pattern=pattern,
+                        **refusal,
+                    )
+
+    def _headers(
+        self, operation: _Operation, body: bytes | None, key: str | None, attempt: int
+    ) -> dict[str, str]:
+        headers = {
+            "Authorization": f"Bearer {self._token.reveal()}",
+            "Accept": "application/json",
+            "Lucy-Permissions": ",".join(self.permissions),
+            "Lucy-Client-Name": _encode_client_name(self.client_name),
+        }
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+        if key is not None:
+            headers["Idempotency-Key"] = key
+        if attempt > 0:
+            headers["Lucy-Retry-Attempt"] = str(attempt)
+        return headers
+
+    async def _exchange(
+        self, operation: _Operation, path: str, body: bytes | None, *, idempotency_key: str | None
+    ) -> tuple[TransportResponse, int]:
+        """Send, and repeat only as ``decide_retry`` allows. Returns the 2xx response and the attempts."""
+        attempt = 0
+        while True:
+            request = TransportRequest(
+                method=operation.method,
+                path=path,
+                headers=self._headers(operation, body, idempotency_key, attempt),
+                body=body,
+                operation=operation.name,
+                idempotency_key=idempotency_key,
+                attempt=attempt,
+            )
+            logger.debug("lucy_memory: %s attempt %d", operation.name, attempt)
+            response = await self._transport.send(request)
+            logger.debug(
+                "lucy_memory: %s attempt %d answered %d (request %s)",
+                operation.name,
+                attempt,
+                response.status,
+                response.header("Lucy-Request-Id"),
+            )
+            if 200 <= response.status < 300:
+                return response, attempt + 1
+            decision = decide_retry(
+                operation=operation.name,
+                status=response.status,
+                retry_after_header=response.header("Retry-After"),
+                retries_done=attempt,
+                max_retries=self.max_retries,
+                now=self._clock(),
+                random=self._random,
+            )
+            if not decision.retry:
+                raise self._error(
+                    operation,
+                    response,
+                    idempotency_key=idempotency_key,
+                    attempts=attempt + 1,
+                    retry_after=decision.retry_after,
+                )
+            logger.info(
+                "lucy_memory: %s answered %d; retry %d of %d in %.3f s with the same body and key",
+                operation.name,
+                response.status,
+                attempt + 1,
+                self.max_retries,
+                decision.delay,
+            )
+            await self._sleep(decision.delay)
+            attempt += 1
+
+    def _parse_success(
+        self,
+        operation: _Operation,
+        response: TransportResponse,
+        *,
+        idempotency_key: str | None,
+        attempts: int,
+    ) -> dict[str, Any]:
+        context: dict[str, Any] = {
+            "operation": operation.name,
+            "idempotency_key": idempotency_key,
+            "attempts": attempts,
+            "status": response.status,
+            "request_id": response.header("Lucy-Request-Id"),
+        }
+        if response.status != operation.success:
+            raise InvalidResponseError(f"expected HTTP {operation.success}, got {response.status}", **context)
+        try:
+            data = parse_json_object(response.body)
+        except _ParseError as exc:
+            raise InvalidResponseError(f"the response body is not a JSON object ({exc})", **context) from None
+        problems = schema_validator(operation.response_schema).errors(data)
+        if problems:
+            first = problems[0]
+            raise InvalidResponseError(
+                f"the response does not match {operation.response_schema} ({first.pointer} {first.detail})",
+                **context,
+            )
+        return data
+
+    def _redact(self, text: str) -> str:
+        token = self._token.reveal()
+        return text.replace(token, "[redacted]") if len(token) >= _REDACT_MIN_LENGTH else text
+
+    def _error(
+        self,
+        operation: _Operation,
+        response: TransportResponse,
+        *,
+        idempotency_key: str | None,
+        attempts: int,
+        retry_after: float | None,
+    ) -> LucyMemoryError:
+        """The one place a problem response becomes an exception."""
+        try:
+            problem: Mapping[str, Any] = parse_json_object(response.body)
+        except _ParseError:
+            problem = {}
+        code = problem.get("code")
+        if not isinstance(code, str) or not code:
+            code = code_for_status(response.status)
+        detail = problem.get("detail")
+        detail = self._redact(detail) if isinstance(detail, str) and detail else f"HTTP {response.status}"
+        retryable = problem.get("retryable")
+        if not isinstance(retryable, bool):
+            retryable = bool(_contract_retryable(code))
+        request_id = problem.get("request_id")
+        if not isinstance(request_id, str):
+            request_id = response.header("Lucy-Request-Id")
+        cls = api_error_class(code)
+        kwargs: dict[str, Any] = {
+            "code": code,
+            "status": response.status,
+            "request_id": request_id,
+            "retryable": retryable,
+            "operation": operation.name,
+            "idempotency_key": idempotency_key,
+            "attempts": attempts,
+            "retry_after": retry_after,
+        }
+        details = problem.get("details")
+        details = details if isinstance(details, dict) else {}
+        if issubclass(cls, VersionConflictError):
+            kwargs.update(
+                memory_id=details.get("memory_id"),
+                expected_version=details.get("expected_version"),
+                current_version=details.get("current_version"),
+            )
+        elif issubclass(cls, InvalidRequestError):
+            items = details.get("errors")
+            kwargs["errors"] = tuple(
+                SchemaError(str(item.get("pointer", "")), self._redact(str(item.get("detail", ""))))
+                for item in (items if isinstance(items, list) else [])
+                if isinstance(item, dict)
+            )
+        return cls(detail, **kwargs)
+
+
+def _header_credits(response: TransportResponse) -> Credits | None:
+    charged, remaining = response.header("Lucy-Credits-Charged"), response.header("Lucy-Credits-Remaining")
+    if charged is None or remaining is None or not (charged.isdigit() and remaining.isdigit()):
+        return None
+    return Credits(charged=int(charged), remaining=int(remaining))
+
+
+def _json_string(value: str) -> str:
+    """A JSON string literal (the id is validated by the schema afterwards)."""
+    if not isinstance(value, str):
+        raise ConfigurationError("proposal_id must be a string")
+    return canonical_bytes(value).decode("utf-8")
+
+
+class SyncAgentMemoryClient:
+    """A blocking facade for scripts: the same client, run on an event loop in a helper thread.
+
+    ```python
+    with SyncAgentMemoryClient(transport=..., token=..., permissions=["memory:read"]) as client:
+        result = client.recall('{"query": "database"}')
+    ```
+    """
+
+    def __init__(
+        self,
+        *,
+        transport: Transport,
+        token: str,
+        permissions: Iterable[str],
+        client_name: str = DEFAULT_CLIENT_NAME,
+        max_retries: int | None = None,
+        sleep: Sleep = anyio.sleep,
+    ) -> None:
+        self._client = AgentMemoryClient(
+            transport=transport,
+            token=token,
+            permissions=permissions,
+            client_name=client_name,
+            max_retries=max_retries,
+            sleep=sleep,
+        )
+        self._stack = contextlib.ExitStack()
+        self._portal: BlockingPortal = self._stack.enter_context(start_blocking_portal())
+
+    def __repr__(self) -> str:
+        return f"SyncAgentMemoryClient({self._client!r})"
+
+    def __enter__(self) -> SyncAgentMemoryClient:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        with self._closing():
+            self._portal.call(self._client.aclose)
+
+    @contextlib.contextmanager
+    def _closing(self) -> Iterator[None]:
+        try:
+            yield
+        finally:
+            self._stack.close()
+
+    def recall(self, request_json: str) -> RecallResult:
+        return self._portal.call(self._client.recall, request_json)
+
+    def propose(self, request_json: str, idempotency_key: str | None = None) -> ProposeResult:
+        return self._portal.call(self._client.propose, request_json, idempotency_key)
+
+    def proposal_status(self, request_json: str) -> ProposalStatusResult:
+        return self._portal.call(self._client.proposal_status, request_json)
+
+    def wait_for_decision(self, proposal_id: str, *, max_polls: int) -> ProposalStatusResult:
+        return self._portal.call(_wait, self._client, proposal_id, max_polls)
+
+
+async def _wait(client: AgentMemoryClient, proposal_id: str, max_polls: int) -> ProposalStatusResult:
+    return await client.wait_for_decision(proposal_id, max_polls=max_polls)

@@ -1,0 +1,381 @@
+"""Every exception the SDK raises, in one tree.
+
+```
+LucyMemoryError                      code, status, request_id, retryable, operation,
+│                                    idempotency_key, attempts, retry_after
+├── ConfigurationError (ValueError)  bad arguments to the client or the transport factory
+│   └── InsecureTransportError       http:// without allow_insecure_loopback=True and a loopback host
+├── SecretDetectedError              the SDK's own pre-flight refusal; nothing was sent
+├── ResponseLostError                transport branch: timeout or dropped connection, outcome unknown
+├── InvalidResponseError             a response arrived but is not what the contract promises
+└── APIError                         status branch: one class per contract error code
+    ├── InvalidJSONError             400 invalid_json (also raised pre-flight, status None)
+    ├── InvalidHeaderError           400 invalid_header
+    ├── IdempotencyKeyRequiredError  400 idempotency_key_required (also pre-flight, status None)
+    ├── UnauthenticatedError         401 unauthenticated
+    ├── InsufficientCreditsError     402 insufficient_credits
+    ├── PermissionDeniedError        403 permission_denied (also pre-flight, status None)
+    ├── ScopeForbiddenError          403 scope_forbidden
+    ├── NotFoundError                404 not_found
+    ├── MemoryNotFoundError          404 memory_not_found
+    ├── MethodNotAllowedError        405 method_not_allowed
+    ├── VersionConflictError         409 version_conflict (memory_id, expected_version, current_version)
+    ├── TopicConflictError           409 topic_conflict
+    ├── IdempotencyKeyInUseError     409 idempotency_key_in_use
+    ├── PayloadTooLargeError         413 payload_too_large
+    ├── UnsupportedMediaTypeError    415 unsupported_media_type
+    ├── InvalidRequestError          422 invalid_request (errors; also pre-flight, status None)
+    ├── IdempotencyKeyReusedError    422 idempotency_key_reused
+    ├── RateLimitedError             429 rate_limited (retry_after)
+    ├── InternalServerError          500 internal
+    ├── BadGatewayError              502 bad_gateway
+    ├── BillingUnavailableError      503 billing_unavailable
+    ├── ServiceUnavailableError      503 unavailable
+    └── GatewayTimeoutError          504 gateway_timeout
+```
+
+``status`` is the HTTP status, or ``None`` when the SDK refused the request before sending it (then
+``attempts`` is 0 and nothing was charged). Propose errors carry ``idempotency_key`` and ``attempts``;
+repeating ``propose(same_json, idempotency_key=err.idempotency_key)`` is the safe recovery. Recall and
+proposal-status errors say that repeating may charge again. No message contains the bearer token or an
+input value.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lucy_memory._contract import SchemaError
+
+__all__ = [
+    "APIError",
+    "BadGatewayError",
+    "BillingUnavailableError",
+    "ConfigurationError",
+    "GatewayTimeoutError",
+    "IdempotencyKeyInUseError",
+    "IdempotencyKeyRequiredError",
+    "IdempotencyKeyReusedError",
+    "InsecureTransportError",
+    "InsufficientCreditsError",
+    "InternalServerError",
+    "InvalidHeaderError",
+    "InvalidJSONError",
+    "InvalidRequestError",
+    "InvalidResponseError",
+    "LucyMemoryError",
+    "MemoryNotFoundError",
+    "MethodNotAllowedError",
+    "NotFoundError",
+    "PayloadTooLargeError",
+    "PermissionDeniedError",
+    "RateLimitedError",
+    "ResponseLostError",
+    "ScopeForbiddenError",
+    "SecretDetectedError",
+    "ServiceUnavailableError",
+    "TopicConflictError",
+    "UnauthenticatedError",
+    "UnsupportedMediaTypeError",
+    "VersionConflictError",
+    "api_error_class",
+]
+
+# Operations whose repetition may charge a second credit (never retried automatically).
+_CHARGING_WITHOUT_IDEMPOTENCY = frozenset({"recall", "proposal_status"})
+
+
+def _outcome_sentence(
+    operation: str | None, status: int | None, idempotency_key: str | None, attempts: int
+) -> str:
+    if status is None and attempts == 0:
+        return "Nothing was sent and nothing was charged."
+    if operation in _CHARGING_WITHOUT_IDEMPOTENCY:
+        return f"{operation} is never retried automatically; repeating it may charge again."
+    if operation == "propose" and idempotency_key is not None:
+        tries = "attempt" if attempts == 1 else "attempts"
+        return f"propose failed after {attempts} {tries} with idempotency_key {idempotency_key}."
+    return ""
+
+
+class LucyMemoryError(Exception):
+    """The base class: every error of this SDK."""
+
+    code: str = "error"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str | None = None,
+        status: int | None = None,
+        request_id: str | None = None,
+        retryable: bool = False,
+        operation: str | None = None,
+        idempotency_key: str | None = None,
+        attempts: int = 0,
+        retry_after: float | None = None,
+    ) -> None:
+        self.code = code if code is not None else type(self).code
+        self.status = status
+        self.request_id = request_id
+        self.retryable = retryable
+        self.operation = operation
+        self.idempotency_key = idempotency_key
+        self.attempts = attempts
+        self.retry_after = retry_after
+        self.detail = message
+        sentence = _outcome_sentence(operation, status, idempotency_key, attempts)
+        super().__init__(f"{self.code}: {message}" + (f" {sentence}" if sentence else ""))
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(code={self.code!r}, status={self.status!r}, "
+            f"request_id={self.request_id!r}, retryable={self.retryable!r}, operation={self.operation!r}, "
+            f"idempotency_key={self.idempotency_key!r}, attempts={self.attempts!r})"
+        )
+
+
+class ConfigurationError(LucyMemoryError, ValueError):
+    """An argument of the client or of ``create_lucy_http_transport`` is not acceptable."""
+
+    code = "invalid_configuration"
+
+
+class InsecureTransportError(ConfigurationError):
+    """Cleartext ``http://`` needs ``allow_insecure_loopback=True`` *and* a loopback host."""
+
+    code = "insecure_transport"
+
+
+class SecretDetectedError(LucyMemoryError):
+    """Content, justification or topic looks like a secret (or holds the client's own token).
+
+    Raised by the SDK before sending. A server-side ``secret_detected`` rejection is a normal
+    ``ProposeResult`` whose proposal is ``rejected``, not this exception.
+    """
+
+    code = "secret_detected"
+
+    def __init__(self, message: str, *, field: str, pattern: str, **kwargs: Any) -> None:
+        self.field = field
+        self.pattern = pattern
+        super().__init__(message, **kwargs)
+
+
+class ResponseLostError(LucyMemoryError):
+    """A timeout or dropped connection: the request may have executed and been charged.
+
+    Never retried automatically. For propose, repeat with ``idempotency_key=err.idempotency_key`` to get
+    the original answer without a second proposal or charge.
+    """
+
+    code = "response_lost"
+
+    @classmethod
+    def for_request(
+        cls, *, operation: str, idempotency_key: str | None, attempts: int, cause: str
+    ) -> ResponseLostError:
+        if operation == "propose" and idempotency_key is not None:
+            advice = (
+                "the proposal may have been created and charged; repeat propose with the same JSON and "
+                "the same idempotency_key to get the original answer without a second charge."
+            )
+        else:
+            advice = f"the {operation} may have executed and been charged."
+        return cls(
+            f"no complete response ({cause}); {advice}",
+            operation=operation,
+            idempotency_key=idempotency_key,
+            attempts=attempts,
+            retryable=operation == "propose" and idempotency_key is not None,
+        )
+
+
+class InvalidResponseError(LucyMemoryError):
+    """A response arrived but does not match the contract (wrong status, body or schema)."""
+
+    code = "invalid_response"
+
+
+class APIError(LucyMemoryError):
+    """A contract error code: a problem response from the server, or the same refusal made pre-flight."""
+
+
+class InvalidJSONError(APIError):
+    code = "invalid_json"
+
+
+class InvalidHeaderError(APIError):
+    code = "invalid_header"
+
+
+class IdempotencyKeyRequiredError(APIError):
+    code = "idempotency_key_required"
+
+
+class UnauthenticatedError(APIError):
+    code = "unauthenticated"
+
+
+class InsufficientCreditsError(APIError):
+    """The balance is below one credit; needs account action, not a retry."""
+
+    code = "insufficient_credits"
+
+
+class PermissionDeniedError(APIError):
+    """The permission is missing: on the credential (status 403) or in the client's own configuration
+    (status None, nothing sent)."""
+
+    code = "permission_denied"
+
+
+class ScopeForbiddenError(APIError):
+    code = "scope_forbidden"
+
+
+class NotFoundError(APIError):
+    code = "not_found"
+
+
+class MemoryNotFoundError(APIError):
+    code = "memory_not_found"
+
+
+class MethodNotAllowedError(APIError):
+    code = "method_not_allowed"
+
+
+class VersionConflictError(APIError):
+    """``replaces`` named an older version; ``current_version`` is the active one."""
+
+    code = "version_conflict"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        memory_id: str | None = None,
+        expected_version: int | None = None,
+        current_version: int | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self.memory_id = memory_id
+        self.expected_version = expected_version
+        self.current_version = current_version
+        super().__init__(message, **kwargs)
+
+
+class TopicConflictError(APIError):
+    code = "topic_conflict"
+
+
+class IdempotencyKeyInUseError(APIError):
+    code = "idempotency_key_in_use"
+
+
+class PayloadTooLargeError(APIError):
+    code = "payload_too_large"
+
+
+class UnsupportedMediaTypeError(APIError):
+    code = "unsupported_media_type"
+
+
+class InvalidRequestError(APIError):
+    """The request does not match its schema; ``errors`` are RFC 6901 pointers with a rule each."""
+
+    code = "invalid_request"
+
+    def __init__(self, message: str, *, errors: tuple[SchemaError, ...] = (), **kwargs: Any) -> None:
+        self.errors = errors
+        super().__init__(message, **kwargs)
+
+
+class IdempotencyKeyReusedError(APIError):
+    code = "idempotency_key_reused"
+
+
+class RateLimitedError(APIError):
+    """429; ``retry_after`` is the server's wait in seconds (when it sent one)."""
+
+    code = "rate_limited"
+
+
+class InternalServerError(APIError):
+    code = "internal"
+
+
+class BadGatewayError(APIError):
+    code = "bad_gateway"
+
+
+class BillingUnavailableError(APIError):
+    """The billing authority could not complete the request; nothing was executed or charged."""
+
+    code = "billing_unavailable"
+
+
+class ServiceUnavailableError(APIError):
+    code = "unavailable"
+
+
+class GatewayTimeoutError(APIError):
+    code = "gateway_timeout"
+
+
+_BY_CODE: dict[str, type[APIError]] = {
+    cls.code: cls
+    for cls in (
+        InvalidJSONError,
+        InvalidHeaderError,
+        IdempotencyKeyRequiredError,
+        UnauthenticatedError,
+        InsufficientCreditsError,
+        PermissionDeniedError,
+        ScopeForbiddenError,
+        NotFoundError,
+        MemoryNotFoundError,
+        MethodNotAllowedError,
+        VersionConflictError,
+        TopicConflictError,
+        IdempotencyKeyInUseError,
+        PayloadTooLargeError,
+        UnsupportedMediaTypeError,
+        InvalidRequestError,
+        IdempotencyKeyReusedError,
+        RateLimitedError,
+        InternalServerError,
+        BadGatewayError,
+        BillingUnavailableError,
+        ServiceUnavailableError,
+        GatewayTimeoutError,
+    )
+}
+
+# The code a status stands for when a problem body is missing or unreadable (e.g. from a proxy).
+_CODE_BY_STATUS: dict[int, str] = {
+    401: "unauthenticated",
+    402: "insufficient_credits",
+    403: "permission_denied",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+    429: "rate_limited",
+    500: "internal",
+    502: "bad_gateway",
+    503: "unavailable",
+    504: "gateway_timeout",
+}
+
+
+def api_error_class(code: str) -> type[APIError]:
+    """The class for a contract error code; ``APIError`` itself for a code this SDK does not know."""
+    return _BY_CODE.get(code, APIError)
+
+
+def code_for_status(status: int) -> str:
+    """The contract code a bare HTTP status stands for, or ``http_<status>``."""
+    return _CODE_BY_STATUS.get(status, f"http_{status}")

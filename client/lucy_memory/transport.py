@@ -1,0 +1,200 @@
+"""The ``Transport`` interface and the built-in HTTP transport on httpx.
+
+A transport sends one prepared request and returns status, headers and body; it never retries and never
+interprets the answer (the client's retry policy wraps whichever transport is used). When no complete
+response arrives (timeout, dropped connection) it raises ``ResponseLostError``: the outcome is unknown.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Protocol, runtime_checkable
+from urllib.parse import urlsplit
+
+import httpx
+
+from lucy_memory.errors import ConfigurationError, InsecureTransportError, ResponseLostError
+from lucy_memory.retry import DEFAULT_MAX_RETRIES, MAX_RETRIES_LIMIT
+
+__all__ = [
+    "API_PREFIX",
+    "LucyHttpTransport",
+    "Transport",
+    "TransportRequest",
+    "TransportResponse",
+    "create_lucy_http_transport",
+]
+
+API_PREFIX = "/api/agent-memory/v1"
+
+
+@dataclass(frozen=True, slots=True)
+class TransportRequest:
+    """One prepared request. ``path`` is relative to the v1 prefix (``/recall``); ``headers`` hold the
+    bearer token and are therefore left out of ``repr``."""
+
+    method: str
+    path: str
+    headers: Mapping[str, str] = field(repr=False)
+    body: bytes | None
+    operation: str
+    idempotency_key: str | None
+    attempt: int
+
+
+@dataclass(frozen=True, slots=True)
+class TransportResponse:
+    """A complete response; header names are lower-case."""
+
+    status: int
+    headers: Mapping[str, str]
+    body: bytes
+
+    def header(self, name: str) -> str | None:
+        return self.headers.get(name.lower())
+
+
+@runtime_checkable
+class Transport(Protocol):
+    """Sends one request. Raises ``ResponseLostError`` when no complete response arrived."""
+
+    async def send(self, request: TransportRequest) -> TransportResponse: ...
+
+
+def _is_loopback(host: str) -> bool:
+    if host.lower() in ("localhost", "localhost."):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _check_base_url(base_url: str, *, allow_insecure_loopback: bool) -> str:
+    if not isinstance(base_url, str) or not base_url:
+        raise ConfigurationError("base_url must be a non-empty string such as https://lucy.example")
+    parts = urlsplit(base_url)
+    scheme = parts.scheme.lower()
+    if scheme not in ("https", "http") or not parts.hostname:
+        raise ConfigurationError("base_url must be an https:// origin")
+    if parts.username is not None or parts.password is not None:
+        raise ConfigurationError("base_url must not contain credentials; pass the token to the client")
+    if parts.query or parts.fragment or parts.path not in ("", "/"):
+        raise ConfigurationError(
+            "base_url must be the deployment's origin (scheme, host, port) without a path; "
+            f"the SDK appends {API_PREFIX}"
+        )
+    if scheme == "http":
+        if not allow_insecure_loopback:
+            raise InsecureTransportError(
+                "cleartext http:// is refused; use https://, or allow_insecure_loopback=True for a "
+                "loopback development server"
+            )
+        if not _is_loopback(parts.hostname):
+            raise InsecureTransportError(
+                "cleartext http:// is allowed only to a loopback host (localhost, 127.0.0.0/8, ::1)"
+            )
+    return f"{scheme}://{parts.netloc}"
+
+
+def _check_seconds(name: str, value: float) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise ConfigurationError(f"{name} must be a positive number of seconds")
+    return float(value)
+
+
+class LucyHttpTransport:
+    """The built-in transport: httpx, one connection pool, no retries of its own.
+
+    ``max_retries`` is the retry budget the client applies to propose when it uses this transport.
+    """
+
+    def __init__(
+        self,
+        *,
+        origin: str,
+        timeout: float,
+        connect_timeout: float,
+        max_retries: int,
+        http_transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.origin = origin
+        self.max_retries = max_retries
+        self._http = httpx.AsyncClient(
+            base_url=origin + API_PREFIX,
+            transport=http_transport,
+            timeout=httpx.Timeout(timeout, connect=connect_timeout),
+            follow_redirects=False,
+        )
+
+    def __repr__(self) -> str:
+        return f"LucyHttpTransport(origin={self.origin!r}, max_retries={self.max_retries!r})"
+
+    async def send(self, request: TransportRequest) -> TransportResponse:
+        try:
+            response = await self._http.request(
+                request.method, request.path, content=request.body, headers=dict(request.headers)
+            )
+        except httpx.RequestError as exc:  # transport errors (timeouts, drops) and undecodable bodies
+            raise ResponseLostError.for_request(
+                operation=request.operation,
+                idempotency_key=request.idempotency_key,
+                attempts=request.attempt + 1,
+                cause=type(exc).__name__,
+            ) from exc
+        headers = {name.lower(): value for name, value in response.headers.items()}
+        return TransportResponse(status=response.status_code, headers=headers, body=response.content)
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> LucyHttpTransport:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+def create_lucy_http_transport(
+    *,
+    base_url: str,
+    allow_insecure_loopback: bool = False,
+    timeout: float = 30.0,
+    connect_timeout: float = 5.0,
+    max_retries: int = DEFAULT_MAX_RETRIES,
+    http_transport: httpx.AsyncBaseTransport | None = None,
+) -> LucyHttpTransport:
+    """The HTTP transport for a Lucy deployment's origin. Checks every argument now: a refused URL raises
+    ``InsecureTransportError`` or ``ConfigurationError`` here, not on first use.
+
+    ``http_transport`` replaces httpx's network layer (e.g. an in-process test transport); the Lucy
+    request and response handling stays the same.
+    """
+    origin = _check_base_url(base_url, allow_insecure_loopback=allow_insecure_loopback)
+    if (
+        isinstance(max_retries, bool)
+        or not isinstance(max_retries, int)
+        or not 0 <= max_retries <= MAX_RETRIES_LIMIT
+    ):
+        raise ConfigurationError(f"max_retries must be an integer from 0 to {MAX_RETRIES_LIMIT}")
+    return LucyHttpTransport(
+        origin=origin,
+        timeout=_check_seconds("timeout", timeout),
+        connect_timeout=_check_seconds("connect_timeout", connect_timeout),
+        max_retries=max_retries,
+        http_transport=http_transport,
+    )

@@ -1,0 +1,100 @@
+"""Must hold 5: a lost response (dropped connection, timeout) is never retried automatically; for propose
+the error carries the key, and repeating with it replays — one proposal, one credit."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from lucy_memory import ResponseLostError
+from tests.sdk.helpers import http_transport, proposal_json
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_a_dropped_propose_raises_response_lost_and_repeating_with_its_key_replays(
+    live, live_admin, sleeps, new_client
+) -> None:
+    await live_admin.add_fault("propose", 503, phase="after_commit", drop_connection=True)
+    client = new_client(live)
+    body = proposal_json(topic="main-database")
+
+    with pytest.raises(ResponseLostError) as caught:
+        await client.propose(body)
+
+    lost = caught.value
+    assert lost.attempts == 1
+    assert lost.idempotency_key is not None
+    assert lost.idempotency_key in str(lost)
+    assert lost.retryable is True
+    assert isinstance(lost.__cause__, httpx.RemoteProtocolError)
+    assert sleeps.delays == []
+    rows = await live_admin.requests(operation="propose")
+    assert [(row["dropped"], row["idempotency_key"]) for row in rows] == [(True, lost.idempotency_key)]
+
+    again = await client.propose(body, idempotency_key=lost.idempotency_key)
+
+    assert again.replayed is True
+    assert again.idempotency_key == lost.idempotency_key
+    assert again.credits.charged == 0
+    proposals = (await live_admin.proposals())["items"]
+    assert [item["id"] for item in proposals] == [again.proposal.id]
+    charges = [row for row in await live_admin.ledger() if row["operation"] == "propose"]
+    assert len(charges) == 1
+    assert [row["replayed"] for row in await live_admin.requests(operation="propose")] == [False, True]
+
+
+async def test_a_dropped_recall_raises_response_lost_after_one_attempt(
+    live, live_admin, sleeps, new_client
+) -> None:
+    await live_admin.add_fault("recall", 503, phase="after_commit", drop_connection=True)
+    client = new_client(live)
+
+    with pytest.raises(ResponseLostError) as caught:
+        await client.recall('{"query": "database"}')
+
+    assert caught.value.attempts == 1
+    assert caught.value.idempotency_key is None
+    assert caught.value.retryable is False
+    assert "may have executed and been charged" in str(caught.value)
+    assert [row["dropped"] for row in await live_admin.requests(operation="recall")] == [True]
+    # It was executed: the lost recall was charged, which is why it is never repeated automatically.
+    assert [row["operation"] for row in await live_admin.ledger()].count("recall") == 1
+    assert sleeps.delays == []
+
+
+class TimesOutAfterCommit(httpx.AsyncBaseTransport):
+    """Forwards to the in-process fake (which executes and charges), then reports a read timeout."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
+        self.inner = inner
+        self.calls = 0
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.calls += 1
+        await self.inner.handle_async_request(request)
+        raise httpx.ReadTimeout("timed out", request=request)
+
+
+async def test_a_timed_out_propose_raises_response_lost_and_is_not_retried(
+    fake, admin, sleeps, new_client
+) -> None:
+    timing_out = TimesOutAfterCommit(fake.transport)
+    client = new_client(fake, transport=http_transport(fake, http=timing_out))
+    body = proposal_json()
+
+    with pytest.raises(ResponseLostError) as caught:
+        await client.propose(body)
+
+    assert timing_out.calls == 1
+    assert isinstance(caught.value.__cause__, httpx.ReadTimeout)
+    key = caught.value.idempotency_key
+    assert [row["idempotency_key"] for row in await admin.requests(operation="propose")] == [key]
+
+    recovering = new_client(fake)
+    again = await recovering.propose(body, idempotency_key=key)
+
+    assert again.replayed is True
+    assert len((await admin.proposals())["items"]) == 1
+    assert [row["operation"] for row in await admin.ledger()].count("propose") == 1
+    assert sleeps.delays == []

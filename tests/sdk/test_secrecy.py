@@ -1,0 +1,103 @@
+"""Must hold 8: the token appears in no ``repr``, ``str``, exception message or log record (DEBUG)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import traceback
+
+import httpx
+import pytest
+
+from lucy_memory import LucyMemoryError, SyncAgentMemoryClient, TransportResponse
+from tests.sdk.helpers import PROJECT, Recorder, http_transport, proposal_json
+
+pytestmark = pytest.mark.anyio
+
+
+def _texts_of_error(error: BaseException) -> list[str]:
+    texts = [str(error), repr(error), *map(str, error.args)]
+    texts.append("".join(traceback.format_exception(error)))
+    return texts
+
+
+async def test_the_token_is_in_no_repr_str_error_or_log_record(live, live_admin, new_client, caplog) -> None:
+    caplog.set_level(logging.DEBUG)  # the root logger: the SDK's, httpx's and httpcore's records
+    credential = await live_admin.create_credential(scopes=[PROJECT])
+    token = credential["token"]
+    recorder = Recorder(http_transport(live))
+    client = new_client(live, token=token, transport=recorder)
+    seen: list[str] = [repr(client), str(client), repr(recorder.inner)]
+    errors: list[BaseException] = []
+
+    await live_admin.add_fault("propose", 429, retry_after=1)
+    proposed = await client.propose(proposal_json())
+    recalled = await client.recall('{"query": "database"}')
+    status = await client.proposal_status(json.dumps({"proposal_id": proposed.proposal.id}))
+    seen += [repr(proposed), str(proposed), repr(recalled), repr(status)]
+
+    await live_admin.add_fault("propose", 503, phase="after_commit", drop_connection=True)
+    await live_admin.add_fault("recall", 503, count=1)
+    attempts = [
+        client.propose(proposal_json("Another decision.")),  # ResponseLostError
+        client.recall('{"query": "database"}'),  # 503
+        client.propose(proposal_json(f"my token is {token}")),  # SecretDetectedError
+        client.recall(json.dumps({"query": token, "limit": 99})),  # InvalidRequestError
+        client.recall('{"query": "a", "query": "' + token + '"}'),  # InvalidJSONError
+    ]
+    for attempt in attempts:
+        with pytest.raises(LucyMemoryError) as caught:
+            await attempt
+        errors.append(caught.value)
+    seen += [repr(request) for request in recorder.requests]
+    for error in errors:
+        seen += _texts_of_error(error)
+    seen += [record.getMessage() for record in caplog.records]
+    seen += [caplog.text]
+
+    # The material checked is real: the token was sent, and the loggers did write records.
+    assert recorder.requests[0].headers["Authorization"] == f"Bearer {token}"
+    assert {record.name.split(".")[0] for record in caplog.records} >= {"lucy_memory", "httpx", "httpcore"}
+    assert [type(error).__name__ for error in errors] == [
+        "ResponseLostError",
+        "ServiceUnavailableError",
+        "SecretDetectedError",
+        "InvalidRequestError",
+        "InvalidJSONError",
+    ]
+    leaks = [text for text in seen if token in text]
+    assert leaks == []
+
+
+async def test_a_server_detail_that_echoes_the_token_is_redacted(fake, new_client) -> None:
+    token = "tok_" + "s" * 40
+    problem = {
+        "type": "https://agent-memory.invalid/problems/internal",
+        "title": "Internal error",
+        "status": 500,
+        "detail": f"backend said {token}",
+        "code": "internal",
+        "request_id": "req_" + "a" * 24,
+        "retryable": False,
+    }
+    response = TransportResponse(status=500, headers={}, body=json.dumps(problem).encode())
+
+    class Echoing:
+        async def send(self, request):
+            return response
+
+    client = new_client(fake, token=token, transport=Echoing())
+    with pytest.raises(LucyMemoryError) as caught:
+        await client.recall('{"query": "database"}')
+    assert "backend said [redacted]" in str(caught.value)
+    assert token not in str(caught.value)
+
+
+def test_the_sync_facade_hides_the_token_too(fake) -> None:
+    token = "tok_" + "s" * 40
+    with SyncAgentMemoryClient(
+        transport=http_transport(fake, http=httpx.MockTransport(lambda request: httpx.Response(500))),
+        token=token,
+        permissions=["memory:read"],
+    ) as client:
+        assert token not in repr(client)
