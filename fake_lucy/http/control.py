@@ -48,7 +48,8 @@ def _bad_parameter(name: str, rule: str) -> ProblemError:
     return ProblemError(
         "invalid_request",
         "a query parameter is invalid",
-        details={"errors": [{"parameter": name, "detail": rule}]},
+        # an RFC 6901 pointer into the object of query parameters (problem.schema.json)
+        details={"errors": [{"pointer": "/" + name.replace("~", "~0").replace("/", "~1"), "detail": rule}]},
     )
 
 
@@ -283,6 +284,15 @@ def _create_fault(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> 
             "the request does not match the schema",
             details={"errors": [{"pointer": "/phase", "detail": "in_flight applies to propose only"}]},
         )
+    credential = body.get("credential_id")
+    if credential is not None and not conn.execute(
+        "SELECT 1 FROM credentials WHERE id = ?", (credential,)
+    ).fetchone():
+        raise DomainError(
+            "invalid_request",
+            "the request does not match the schema",
+            details={"errors": [{"pointer": "/credential_id", "detail": "no credential has this id"}]},
+        )
     return 201, faults.create(conn, ctx.fake.ids, body)
 
 
@@ -312,11 +322,21 @@ def _journal_item(row: sqlite3.Row) -> dict[str, Any]:
     }
 
 
+def _only_query(ctx: _Ctx, allowed: tuple[str, ...]) -> None:
+    for name in ctx.query:
+        if name not in allowed:
+            raise _bad_parameter(name, "is not a parameter of this operation")
+
+
+JOURNAL_LIMIT = 10_000
+
+
 def _list_requests(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
+    _only_query(ctx, ("operation", "credential_id", "limit", "cursor"))
     operation = _query_choice(ctx, "operation", ("recall", "propose", "proposal_status"))
-    limit = _query_int(ctx, "limit", 0, 1, 10_000_000) if "limit" in ctx.query else None
-    where = "seq > ?"
-    params: list[Any] = [_seq_cursor(ctx)]
+    limit = _query_int(ctx, "limit", 0, 1, JOURNAL_LIMIT) if "limit" in ctx.query else None
+    where = "1 = 1"
+    params: list[Any] = []
     if operation is not None:
         where += " AND operation = ?"
         params.append(operation)
@@ -324,20 +344,23 @@ def _list_requests(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) ->
         where += " AND credential_id = ?"
         params.append(ctx.query["credential_id"])
     if limit is not None:
-        rows = conn.execute(
-            f"SELECT * FROM (SELECT * FROM journal WHERE {where} ORDER BY seq DESC LIMIT ?)"  # noqa: S608 - constant clauses
-            " ORDER BY seq",
-            [*params, min(limit, MAX_PAGE)],
-        ).fetchall()
-        return 200, {"items": [_journal_item(r) for r in rows], "next_cursor": None}
+        # keep the newest ``limit`` matching rows: start at the seq of the limit-th newest one
+        oldest_kept = conn.execute(
+            f"SELECT seq FROM journal WHERE {where} ORDER BY seq DESC LIMIT 1 OFFSET ?",  # noqa: S608 - constant clauses
+            [*params, limit - 1],
+        ).fetchone()
+        if oldest_kept is not None:
+            where += " AND seq >= ?"
+            params.append(oldest_kept[0])
     rows = conn.execute(
-        f"SELECT * FROM journal WHERE {where} ORDER BY seq LIMIT ?",  # noqa: S608 - constant clauses
-        [*params, MAX_PAGE + 1],
+        f"SELECT * FROM journal WHERE {where} AND seq > ? ORDER BY seq LIMIT ?",  # noqa: S608 - constant clauses
+        [*params, _seq_cursor(ctx), PAGE_SIZE + 1],
     ).fetchall()
-    return 200, _page(rows, MAX_PAGE, _journal_item)
+    return 200, _page(rows, PAGE_SIZE, _journal_item)
 
 
 def _list_ledger(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
+    _only_query(ctx, ("account", "cursor"))
     where = "seq > ?"
     params: list[Any] = [_seq_cursor(ctx)]
     if ctx.query.get("account") is not None:
@@ -345,7 +368,7 @@ def _list_ledger(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> t
         params.append(ctx.query["account"])
     rows = conn.execute(
         f"SELECT * FROM ledger WHERE {where} ORDER BY seq LIMIT ?",  # noqa: S608 - constant clauses
-        [*params, MAX_PAGE + 1],
+        [*params, PAGE_SIZE + 1],
     ).fetchall()
 
     def item(row: sqlite3.Row) -> dict[str, Any]:
@@ -358,7 +381,7 @@ def _list_ledger(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> t
             "at": row["at"],
         }
 
-    return 200, _page(rows, MAX_PAGE, item)
+    return 200, _page(rows, PAGE_SIZE, item)
 
 
 # -- the generic control pipeline ----------------------------------------------------------------
