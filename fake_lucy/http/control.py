@@ -285,9 +285,10 @@ def _create_fault(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> 
             details={"errors": [{"pointer": "/phase", "detail": "in_flight applies to propose only"}]},
         )
     credential = body.get("credential_id")
-    if credential is not None and not conn.execute(
-        "SELECT 1 FROM credentials WHERE id = ?", (credential,)
-    ).fetchone():
+    if (
+        credential is not None
+        and not conn.execute("SELECT 1 FROM credentials WHERE id = ?", (credential,)).fetchone()
+    ):
         raise DomainError(
             "invalid_request",
             "the request does not match the schema",
