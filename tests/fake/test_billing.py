@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from typing import Any
 
@@ -168,19 +169,18 @@ async def test_setting_a_balance_writes_an_admin_set_ledger_row_with_the_delta(a
     assert (await recall(api, "anything")).json()["credits"]["remaining"] == 39
 
 
-async def _parallel(client: httpx.AsyncClient, calls: int, make: Any) -> list[httpx.Response]:
-    return list(await asyncio.gather(*(make(client, i) for i in range(calls))))
-
-
 async def test_parallel_calls_on_a_real_server_charge_exactly_the_balance_and_never_below_zero(
     live: LiveServer, live_admin: FakeAdmin
 ) -> None:
-    await assert_parallel_spending_stops_at_zero(live, live_admin)
+    async with contextlib.AsyncExitStack() as stack:
+        clients = [await stack.enter_async_context(live.client(event_hooks=HOOKS)) for _ in range(40)]
+        await assert_parallel_spending_stops_at_zero(clients, live_admin)
 
 
-async def assert_parallel_spending_stops_at_zero(server: Any, admin: FakeAdmin) -> None:
-    """N = 40 concurrent recalls and proposes with a balance of K = 13: exactly 13 succeed."""
-    calls, balance = 40, 13
+async def assert_parallel_spending_stops_at_zero(clients: list[httpx.AsyncClient], admin: FakeAdmin) -> None:
+    """N concurrent recalls and proposes (one connection each) with a balance K < N: exactly K succeed."""
+    calls, balance = len(clients), len(clients) // 3
+    assert calls >= 32
     await admin.set_balance(ACCOUNT, balance)
 
     async def one(client: httpx.AsyncClient, i: int) -> httpx.Response:
@@ -188,9 +188,7 @@ async def assert_parallel_spending_stops_at_zero(server: Any, admin: FakeAdmin) 
             return await recall(client, f"database number {i}")
         return await propose(client, proposal_body(f"Decision number {i}."), key=uuid.uuid4().hex)
 
-    limits = httpx.Limits(max_connections=calls)
-    async with server.client(event_hooks=HOOKS, limits=limits, timeout=30) as client:
-        responses = await _parallel(client, calls, one)
+    responses = await asyncio.gather(*(one(client, i) for i, client in enumerate(clients)))
     ok = [r for r in responses if r.status_code in (200, 201)]
     refused = [r for r in responses if r.status_code == 402]
     assert len(ok) == balance
@@ -203,6 +201,5 @@ async def assert_parallel_spending_stops_at_zero(server: Any, admin: FakeAdmin) 
     assert {row["request_id"] for row in rows} == {r.json()["request_id"] for r in ok}
     proposals = (await admin.proposals())["items"]
     assert len(proposals) == sum(1 for r in ok if r.status_code == 201)
-    async with server.client(event_hooks=HOOKS) as client:
-        assert (await recall(client, "database")).status_code == 402
+    assert (await recall(clients[0], "database")).status_code == 402
     assert len(await charges(admin)) == balance

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-from typing import Any
 
 import anyio
 import httpx
@@ -160,14 +160,15 @@ async def test_a_key_of_255_printable_characters_is_accepted(api) -> None:
 async def test_sixteen_concurrent_requests_with_one_key_make_one_proposal_and_one_charge(
     live: LiveServer, live_admin: FakeAdmin
 ) -> None:
-    await assert_one_key_under_concurrency(live, live_admin)
+    async with contextlib.AsyncExitStack() as stack:
+        clients = [await stack.enter_async_context(live.client(event_hooks=HOOKS)) for _ in range(16)]
+        await assert_one_key_under_concurrency(clients, live_admin)
 
 
-async def assert_one_key_under_concurrency(server: Any, admin: FakeAdmin, copies: int = 16) -> None:
+async def assert_one_key_under_concurrency(clients: list[httpx.AsyncClient], admin: FakeAdmin) -> None:
+    """The same propose with one key on every client (one connection each), all at once."""
     body = proposal_body("Concurrent retries must not duplicate a proposal.")
-    limits = httpx.Limits(max_connections=copies)
-    async with server.client(event_hooks=HOOKS, limits=limits, timeout=30) as client:
-        responses = await asyncio.gather(*(propose(client, body, key="one-key") for _ in range(copies)))
+    responses = await asyncio.gather(*(propose(client, body, key="one-key") for client in clients))
     statuses = [r.status_code for r in responses]
     assert set(statuses) <= {201, 409}, statuses
     created = [r for r in responses if r.status_code == 201]
@@ -183,30 +184,30 @@ async def assert_one_key_under_concurrency(server: Any, admin: FakeAdmin, copies
 async def test_an_in_flight_fault_makes_409_idempotency_key_in_use_reproducible(
     live: LiveServer, live_admin: FakeAdmin
 ) -> None:
-    await assert_in_flight_conflict(live, live_admin)
+    async with live.client(event_hooks=HOOKS) as first, live.client(event_hooks=HOOKS) as second:
+        await assert_in_flight_conflict(first, second, live_admin)
 
 
-async def assert_in_flight_conflict(server: Any, admin: FakeAdmin) -> None:
+async def assert_in_flight_conflict(
+    first_client: httpx.AsyncClient, second_client: httpx.AsyncClient, admin: FakeAdmin
+) -> None:
+    """The first propose holds its in-flight marker; the second, same key, meets 409; then a replay."""
     fault = await admin.add_fault("propose", 503, phase="in_flight", hold_ms=400)
-    async with (
-        server.client(event_hooks=HOOKS, timeout=30) as first_client,
-        server.client(event_hooks=HOOKS, timeout=30) as second_client,
-    ):
-        first_done = anyio.Event()
-        results: dict[str, httpx.Response] = {}
+    first_done = anyio.Event()
+    results: dict[str, httpx.Response] = {}
 
-        async def first() -> None:
-            results["first"] = await propose(first_client, key="held")
-            first_done.set()
+    async def first() -> None:
+        results["first"] = await propose(first_client, key="held")
+        first_done.set()
 
-        async with anyio.create_task_group() as tasks:
-            tasks.start_soon(first)
-            with anyio.fail_after(10):
-                while await admin.faults():  # the marker is committed together with taking the fault
-                    await anyio.lowlevel.checkpoint()
-            conflict = await propose(second_client, key="held")
-            assert not first_done.is_set()
-        held = results["first"]
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(first)
+        with anyio.fail_after(10):
+            while await admin.faults():  # the marker is committed together with taking the fault
+                await anyio.lowlevel.checkpoint()
+        conflict = await propose(second_client, key="held")
+        assert not first_done.is_set()
+    held = results["first"]
     assert conflict.status_code == 409
     assert conflict.json()["code"] == "idempotency_key_in_use"
     assert conflict.json()["retryable"] is True
@@ -214,8 +215,7 @@ async def assert_in_flight_conflict(server: Any, admin: FakeAdmin) -> None:
     assert held.status_code == 201, "in_flight holds, then executes normally"
     assert held.headers["Fake-Lucy-Fault"] == fault["fault_id"]
     assert held.json()["credits"]["charged"] == 1
-    async with server.client(event_hooks=HOOKS) as client:
-        replay = await propose(client, key="held")
+    replay = await propose(second_client, key="held")
     assert replay.headers["Idempotent-Replayed"] == "true"
     assert replay.content == held.content
     assert len(await proposal_ids(admin)) == 1

@@ -1,0 +1,208 @@
+"""Issue 3, points 6 and 7: the lost-response story, the request journal and the ledger (SPEC 3.2, 3.5)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import pytest
+
+from fake_lucy.testing import AdminError, FakeAdmin, InProcessFake, LiveServer
+from tests.conftest import HOOKS
+from tests.helpers import V1, proposal_body, propose, recall, status
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_a_propose_lost_after_commit_is_recovered_by_its_key_and_the_journal_shows_both_attempts(
+    live: LiveServer, live_admin: FakeAdmin
+) -> None:
+    fault = await live_admin.add_fault("propose", 503, phase="after_commit")
+    raw = json.dumps(proposal_body("Releases are cut from main.")).encode()
+    headers = {"Idempotency-Key": "lost-once", "Content-Type": "application/json"}
+    async with live.client(event_hooks=HOOKS) as client:
+        lost = await client.post(V1 + "/proposals", content=raw, headers=headers)
+        retried = await client.post(
+            V1 + "/proposals", content=raw, headers={**headers, "Lucy-Retry-Attempt": "1"}
+        )
+    assert lost.status_code == 503
+    assert lost.headers["Fake-Lucy-Fault"] == fault["fault_id"]
+    assert retried.status_code == 201
+    assert retried.headers["Idempotent-Replayed"] == "true"
+    assert retried.headers["Lucy-Credits-Charged"] == "0"
+    assert retried.headers["Lucy-Original-Request-Id"] == lost.headers["Lucy-Request-Id"]
+    original = retried.json()
+    assert original["request_id"] == lost.headers["Lucy-Request-Id"], "the lost 201, as stored"
+    assert original["credits"] == {"charged": 1, "remaining": 999}
+    proposals = (await live_admin.proposals())["items"]
+    assert [p["id"] for p in proposals] == [original["proposal"]["id"]]
+    ledger = await live_admin.ledger(account="acct_dev")
+    assert [(row["operation"], row["request_id"]) for row in ledger] == [("propose", original["request_id"])]
+    journal = await live_admin.requests(operation="propose")
+    assert len(journal) == 2
+    first, second = journal
+    assert first["idempotency_key"] == second["idempotency_key"] == "lost-once"
+    assert first["body_sha256"] == second["body_sha256"] == hashlib.sha256(raw).hexdigest()
+    assert (first["retry_attempt"], second["retry_attempt"]) == (0, 1)
+    assert (first["replayed"], second["replayed"]) == (False, True)
+    assert (first["charged"], second["charged"]) == (True, False)
+    assert (first["status"], second["status"]) == (503, 201)
+    assert (first["fault_id"], second["fault_id"]) == (fault["fault_id"], None)
+    assert [first["request_id"], second["request_id"]] == [
+        lost.headers["Lucy-Request-Id"],
+        retried.headers["Lucy-Request-Id"],
+    ]
+
+
+async def test_the_journal_records_every_request_past_authentication_with_its_raw_body_hash(
+    fake: InProcessFake, api, admin
+) -> None:
+    async with fake.client("wrong-token", event_hooks=HOOKS) as stranger:
+        assert (await recall(stranger, "database")).status_code == 401
+    assert (await api.get(V1 + "/elsewhere")).status_code == 404
+    raw = b'{ "query" : "database" }'
+    sent = await api.post(
+        V1 + "/recall",
+        content=raw,
+        headers={"Content-Type": "application/json", "Lucy-Retry-Attempt": "3"},
+    )
+    malformed = await api.post(
+        V1 + "/proposals",
+        json=proposal_body(),
+        headers={"Idempotency-Key": "bad key", "Lucy-Retry-Attempt": "11"},
+    )
+    polled = await status(api, "prop_" + "m" * 22)
+    journal = await admin.requests()
+    assert [row["request_id"] for row in journal] == [
+        sent.headers["Lucy-Request-Id"],
+        malformed.headers["Lucy-Request-Id"],
+        polled.headers["Lucy-Request-Id"],
+    ], "neither the 401 nor the unrouted request is journaled"
+    assert journal[0] | {"at": None} == {
+        "request_id": sent.headers["Lucy-Request-Id"],
+        "at": None,
+        "operation": "recall",
+        "credential_id": "cred_dev_default",
+        "idempotency_key": None,
+        "retry_attempt": 3,
+        "body_sha256": hashlib.sha256(raw).hexdigest(),
+        "status": 200,
+        "charged": True,
+        "replayed": False,
+        "dropped": False,
+        "fault_id": None,
+    }
+    assert (journal[1]["operation"], journal[1]["status"], journal[1]["charged"]) == ("propose", 400, False)
+    assert (journal[1]["idempotency_key"], journal[1]["retry_attempt"]) == (None, 0)
+    assert (journal[2]["operation"], journal[2]["status"]) == ("proposal_status", 404)
+    assert journal[2]["body_sha256"] == hashlib.sha256(b"").hexdigest()
+
+
+async def test_the_journal_timestamps_come_from_the_fake_clock(api, admin) -> None:
+    clock = await admin.set_clock(now="2031-01-02T03:04:05.000000Z", frozen=True)
+    await recall(api, "database")
+    assert [row["at"] for row in await admin.requests()] == [clock["now"]]
+    assert [row["at"] for row in await admin.ledger()] == [clock["now"]]
+
+
+async def test_the_journal_filters_by_operation_and_credential(fake: InProcessFake, api, admin) -> None:
+    other = await admin.create_credential()
+    created = await propose(api)
+    await recall(api, "database")
+    await status(api, created.json()["proposal"]["id"])
+    async with fake.client(other["token"], event_hooks=HOOKS) as client:
+        theirs = await recall(client, "database")
+    recalls = await admin.requests(operation="recall")
+    assert [row["operation"] for row in recalls] == ["recall", "recall"]
+    only_theirs = await admin.requests(credential_id=other["credential_id"])
+    assert [row["request_id"] for row in only_theirs] == [theirs.headers["Lucy-Request-Id"]]
+    both = await admin.requests(operation="propose", credential_id="cred_dev_default")
+    assert [row["request_id"] for row in both] == [created.headers["Lucy-Request-Id"]]
+    assert await admin.requests(operation="propose", credential_id=other["credential_id"]) == []
+
+
+async def test_journal_limit_keeps_the_newest_rows_oldest_first(api, admin) -> None:
+    ids = [(await recall(api, f"query {i}")).headers["Lucy-Request-Id"] for i in range(6)]
+    await propose(api)
+    newest = await admin.call("GET", "/requests", operation="recall", limit=4)
+    assert [row["request_id"] for row in newest["items"]] == ids[2:]
+    assert newest["next_cursor"] is None
+
+
+async def test_journal_and_ledger_pages_follow_cursors_oldest_first(api, admin) -> None:
+    ids = [(await recall(api, "database")).headers["Lucy-Request-Id"] for _ in range(130)]
+    first = await admin.call("GET", "/requests")
+    assert len(first["items"]) == 100
+    assert first["next_cursor"] is not None
+    second = await admin.call("GET", "/requests", cursor=first["next_cursor"])
+    assert second["next_cursor"] is None
+    assert [row["request_id"] for row in first["items"] + second["items"]] == ids
+    ledger_first = await admin.call("GET", "/ledger", account="acct_dev")
+    ledger_rest = await admin.call("GET", "/ledger", account="acct_dev", cursor=ledger_first["next_cursor"])
+    rows = ledger_first["items"] + ledger_rest["items"]
+    assert [row["request_id"] for row in rows] == ids
+    assert [row["balance_after"] for row in rows] == list(range(999, 999 - 130, -1))
+    newest = await admin.call("GET", "/requests", limit=110)
+    rest = await admin.call("GET", "/requests", limit=110, cursor=newest["next_cursor"])
+    assert [row["request_id"] for row in newest["items"] + rest["items"]] == ids[20:]
+
+
+@pytest.mark.parametrize(
+    ("path", "query"),
+    [
+        ("/requests", {"operation": "delete"}),
+        ("/requests", {"limit": "0"}),
+        ("/requests", {"limit": "10001"}),
+        ("/requests", {"cursor": "not-a-cursor"}),
+        ("/requests", {"status": "200"}),
+        ("/ledger", {"cursor": "%%%"}),
+        ("/ledger", {"operation": "recall"}),
+    ],
+)
+async def test_a_bad_journal_or_ledger_query_is_422(admin, path: str, query: dict[str, Any]) -> None:
+    with pytest.raises(AdminError) as refused:
+        await admin.call("GET", path, **query)
+    assert (refused.value.status, refused.value.code) == (422, "invalid_request")
+
+
+async def test_the_journal_is_bounded_by_journal_size(tmp_path) -> None:
+    async with InProcessFake.start(tmp_path, journal_size=5) as small:
+        async with small.client(event_hooks=HOOKS) as client:
+            ids = [(await recall(client, "database")).headers["Lucy-Request-Id"] for _ in range(8)]
+        journal = await small.admin.requests()
+        assert [row["request_id"] for row in journal] == ids[-5:]
+        assert len(await small.admin.ledger()) == 8, "the ledger is not bounded"
+
+
+async def test_the_ledger_filters_by_account_and_records_admin_sets(fake: InProcessFake, api, admin) -> None:
+    other = await admin.create_credential(account="acct_other", credits=10)
+    await admin.set_balance("acct_dev", 3)
+    mine = await recall(api, "database")
+    async with fake.client(other["token"], event_hooks=HOOKS) as client:
+        theirs = await recall(client, "database")
+    await admin.set_balance("acct_other", 50)
+    everything = await admin.ledger()
+    assert [(row["account"], row["operation"]) for row in everything] == [
+        ("acct_dev", "admin_set"),
+        ("acct_dev", "recall"),
+        ("acct_other", "recall"),
+        ("acct_other", "admin_set"),
+    ]
+    dev = await admin.ledger(account="acct_dev")
+    assert [(row["amount"], row["balance_after"]) for row in dev] == [(-997, 3), (-1, 2)]
+    assert dev[1]["request_id"] == mine.headers["Lucy-Request-Id"]
+    other_rows = await admin.ledger(account="acct_other")
+    assert [(row["amount"], row["balance_after"]) for row in other_rows] == [(-1, 9), (41, 50)]
+    assert other_rows[0]["request_id"] == theirs.headers["Lucy-Request-Id"]
+    assert other_rows[1]["request_id"].startswith("req_")
+    assert await admin.ledger(account="acct_nobody") == []
+
+
+async def test_reset_empties_the_journal_and_the_ledger(api, admin) -> None:
+    await recall(api, "database")
+    await admin.set_balance("acct_dev", 5)
+    await admin.reset()
+    assert await admin.requests() == []
+    assert await admin.ledger() == []
+    assert (await recall(api, "database")).json()["credits"]["remaining"] == 999

@@ -1,0 +1,131 @@
+"""Issue 3, point 8: ``fake-lucy serve --workers 2`` on one SQLite file behaves as one server.
+
+Points 2 and 3 of the issue, repeated against two uvicorn worker processes sharing one database.
+Each client holds one keep-alive connection, opened one at a time, and ``/proc`` tells which worker
+accepted it: the scenarios run only once both workers hold some of the connections.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import Counter
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from fake_lucy.testing import FakeAdmin, ServeProcess
+from tests.conftest import HOOKS
+from tests.fake.test_billing import assert_parallel_spending_stops_at_zero
+from tests.fake.test_idempotency import assert_in_flight_conflict, assert_one_key_under_concurrency
+from tests.helpers import proposal_body, propose
+
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.slow,
+    pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="reads /proc to see which worker serves"),
+]
+
+ESTABLISHED = "01"
+
+
+def connections_by_pid(port: int) -> Counter[int]:
+    """How many established connections to ``port`` each local process holds (server side)."""
+    inodes = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if int(fields[1].rsplit(":", 1)[1], 16) == port and fields[3] == ESTABLISHED:
+            inodes.add(f"socket:[{fields[9]}]")
+    held: Counter[int] = Counter()
+    for fd in Path("/proc").glob("[0-9]*/fd/*"):
+        with contextlib.suppress(OSError):
+            if str(fd.readlink()) in inodes:
+                held[int(fd.parts[2])] += 1
+    return held
+
+
+async def clients_on_both_workers(
+    server: ServeProcess, stack: contextlib.AsyncExitStack, count: int
+) -> list[tuple[httpx.AsyncClient, int]]:
+    """``count`` clients, each with its own open connection, and the worker pid that accepted it."""
+    clients: list[tuple[httpx.AsyncClient, int]] = []
+    for _ in range(count * 10):
+        client = await stack.enter_async_context(server.client(event_hooks=HOOKS, timeout=30))
+        before = connections_by_pid(server.port)
+        assert (await client.get("/healthz")).status_code == 200
+        gained = connections_by_pid(server.port) - before
+        assert len(gained) == 1, gained
+        clients.append((client, next(iter(gained))))
+        if len(clients) >= count and len({pid for _, pid in clients[-count:]}) == 2:
+            return clients[-count:]
+    raise AssertionError("the connections never reached both workers")
+
+
+@pytest.fixture(scope="module")
+def _two_workers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
+    database = tmp_path_factory.mktemp("workers") / "shared.sqlite3"
+    with ServeProcess.start(["--workers", "2", "--database", str(database)]) as server:
+        yield server
+
+
+@pytest.fixture
+def served(_two_workers: ServeProcess) -> ServeProcess:
+    response = httpx.post(
+        _two_workers.base_url + "/_fake/reset",
+        headers={"Authorization": f"Bearer {_two_workers.admin_token}"},
+    )
+    response.raise_for_status()
+    return _two_workers
+
+
+@pytest.fixture
+async def served_admin(served: ServeProcess) -> AsyncIterator[FakeAdmin]:
+    async with served.client(served.admin_token, event_hooks=HOOKS) as client:
+        yield FakeAdmin(client)
+
+
+async def test_two_workers_charge_exactly_the_balance_under_parallel_load(
+    served: ServeProcess, served_admin: FakeAdmin
+) -> None:
+    async with contextlib.AsyncExitStack() as stack:
+        clients = await clients_on_both_workers(served, stack, 40)
+        await assert_parallel_spending_stops_at_zero([c for c, _ in clients], served_admin)
+
+
+async def test_two_workers_make_one_proposal_and_one_charge_for_sixteen_concurrent_uses_of_one_key(
+    served: ServeProcess, served_admin: FakeAdmin
+) -> None:
+    async with contextlib.AsyncExitStack() as stack:
+        clients = await clients_on_both_workers(served, stack, 16)
+        await assert_one_key_under_concurrency([c for c, _ in clients], served_admin)
+
+
+async def test_an_in_flight_marker_set_by_one_worker_is_a_409_on_the_other(
+    served: ServeProcess, served_admin: FakeAdmin
+) -> None:
+    async with contextlib.AsyncExitStack() as stack:
+        clients = await clients_on_both_workers(served, stack, 2)
+        (first, first_pid), (second, second_pid) = clients
+        assert first_pid != second_pid
+        await assert_in_flight_conflict(first, second, served_admin)
+
+
+async def test_a_replay_a_reused_key_and_retention_are_the_same_on_both_workers(
+    served: ServeProcess, served_admin: FakeAdmin
+) -> None:
+    await served_admin.set_clock(frozen=True)
+    async with contextlib.AsyncExitStack() as stack:
+        (one, _), (other, _) = await clients_on_both_workers(served, stack, 2)
+        first = await propose(one, key="across-workers")
+        replayed = await propose(other, key="across-workers")
+        assert replayed.content == first.content
+        assert replayed.headers["Idempotent-Replayed"] == "true"
+        assert replayed.headers["Lucy-Original-Request-Id"] == first.headers["Lucy-Request-Id"]
+        reused = await propose(other, proposal_body("Another decision."), key="across-workers")
+        assert (reused.status_code, reused.json()["code"]) == (422, "idempotency_key_reused")
+        await served_admin.advance_clock(24 * 60 * 60)
+        fresh = await propose(other, key="across-workers")
+        assert "Idempotent-Replayed" not in fresh.headers
+        assert fresh.json()["proposal"]["id"] != first.json()["proposal"]["id"]
+    assert len((await served_admin.proposals())["items"]) == 2
