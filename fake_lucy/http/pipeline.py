@@ -30,6 +30,7 @@ from fake_lucy.http.problems import (
     ERRORS,
     JSON,
     PROBLEM,
+    TYPE_BASE,
     ProblemError,
     json_bytes,
     problem_body,
@@ -473,7 +474,12 @@ def injected_response(fault: faults.Fault, request_id: str, headers: dict[str, s
         body = problem_body(fault.code, f"injected fault {fault.id}", request_id)
     else:
         body = problem_body("internal", f"injected fault {fault.id}", request_id)
-        body.update(status=fault.status, code=fault.code, retryable=fault.status in _RETRYABLE_STATUSES)
+        body.update(
+            type=TYPE_BASE + fault.code,
+            status=fault.status,
+            code=fault.code,
+            retryable=fault.status in _RETRYABLE_STATUSES,
+        )
     return Response(
         json_bytes(body),
         status_code=fault.status,

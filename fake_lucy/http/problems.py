@@ -11,7 +11,7 @@ from starlette.responses import Response
 from fake_lucy.domain.errors import DomainError
 from lucy_memory._contract import load_contract
 
-__all__ = ["ERRORS", "JSON", "PROBLEM", "ProblemError", "json_bytes", "problem_response"]
+__all__ = ["ERRORS", "JSON", "PROBLEM", "TYPE_BASE", "ProblemError", "json_bytes", "problem_response"]
 
 JSON = "application/json"
 PROBLEM = "application/problem+json"
@@ -19,7 +19,7 @@ PROBLEM = "application/problem+json"
 _API = load_contract("agent-memory-api")
 _CONTROL = load_contract("fake-control")
 ERRORS: dict[str, dict[str, Any]] = {**_CONTROL["errors"], **_API["errors"]}
-_TYPE_BASE: str = _API["problem_type_base"]
+TYPE_BASE: str = _API["problem_type_base"]
 
 
 class ProblemError(DomainError):
@@ -35,7 +35,7 @@ def problem_body(
 ) -> dict[str, Any]:
     entry = ERRORS[code]
     body: dict[str, Any] = {
-        "type": _TYPE_BASE + code,
+        "type": TYPE_BASE + code,
         "title": entry["title"],
         "status": entry["status"],
         "detail": detail,

@@ -65,7 +65,9 @@ async def test_a_fault_may_set_its_own_code_and_retry_after(api, admin) -> None:
     fault = await admin.add_fault("recall", 503, code="maintenance_window", retry_after=7)
     response = await recall(api, "database")
     assert response.status_code == 503
-    assert response.json()["code"] == "maintenance_window"
+    problem = response.json()
+    assert (problem["code"], problem["status"], problem["retryable"]) == ("maintenance_window", 503, True)
+    assert problem["type"].endswith("/maintenance_window"), "type = problem_type_base + code"
     assert response.headers["Retry-After"] == "7"
     assert response.headers["Fake-Lucy-Fault"] == fault["fault_id"]
 
@@ -206,7 +208,7 @@ async def test_delay_ms_holds_the_answer_while_other_requests_are_served(api, ad
     assert [row["status"] for row in journal] == [404, 503], "journaled when answered"
 
 
-async def test_delay_ms_alone_delays_a_normal_in_flight_propose(api, admin) -> None:
+async def test_delay_ms_of_an_in_flight_fault_delays_the_successful_answer(api, admin) -> None:
     fault = await admin.add_fault("propose", 503, phase="in_flight", delay_ms=300)
     done = anyio.Event()
     results: dict[str, httpx.Response] = {}
