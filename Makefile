@@ -14,7 +14,7 @@ RUN := $(UV) run --frozen
 	.tools/bin/python -m pip install --quiet --disable-pip-version-check "uv==$(UV_VERSION)"
 
 .venv/.synced: pyproject.toml uv.lock | $(UV)
-	$(UV) sync --frozen --all-groups
+	$(UV) sync --frozen --group dev
 	@touch $@
 
 sync: .venv/.synced
@@ -37,5 +37,7 @@ test: lint typecheck pytest
 clean:
 	rm -rf .venv .tools .fake-lucy .mypy_cache .pytest_cache .ruff_cache
 
-bench: sync
+bench: | $(UV)
+	$(UV) sync --frozen --all-groups
+	rm -f .venv/.synced
 	$(RUN) python -m benchmarks.bench_reset
