@@ -17,18 +17,10 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-@pytest.fixture(scope="session")
-def _in_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessFake]:
-    fake = InProcessFake(tmp_path_factory.mktemp("fake") / "fake-lucy.sqlite3")
-    yield fake
-    fake.fake.close()
-
-
 @pytest.fixture
-def fake(_in_process: InProcessFake) -> InProcessFake:
-    """The in-process fake, reset to its seeded state for this test."""
-    _in_process.reset()
-    return _in_process
+def fake(fake_lucy: InProcessFake) -> InProcessFake:
+    """The plugin's in-process fake (``fake_lucy``), reset for this test."""
+    return fake_lucy
 
 
 @pytest.fixture
@@ -44,17 +36,10 @@ async def admin(fake: InProcessFake) -> AsyncIterator[FakeAdmin]:
         yield FakeAdmin(client)
 
 
-@pytest.fixture(scope="session")
-def _live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    with LiveServer.start(tmp_path_factory.mktemp("live")) as server:
-        yield server
-
-
 @pytest.fixture
-def live(_live: LiveServer) -> LiveServer:
-    """A real uvicorn server (session-scoped), reset for this test."""
-    _live.reset()
-    return _live
+def live(fake_lucy_server: LiveServer) -> LiveServer:
+    """The plugin's real uvicorn server (``fake_lucy_server``), reset for this test."""
+    return fake_lucy_server
 
 
 @pytest.fixture

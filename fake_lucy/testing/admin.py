@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -20,10 +21,22 @@ class AdminError(Exception):
 
 
 class FakeAdmin:
-    """``await admin.approve(proposal_id)`` and friends; each returns the parsed answer."""
+    """``await admin.approve(proposal_id)`` and friends; each returns the parsed answer.
 
-    def __init__(self, http: httpx.AsyncClient) -> None:
+    Give it an ``httpx.AsyncClient`` on the fake's origin with the admin token, or a factory of
+    such clients (one short-lived client per call, safe across event loops).
+    """
+
+    def __init__(
+        self,
+        http: httpx.AsyncClient | None = None,
+        *,
+        client_factory: Callable[[], httpx.AsyncClient] | None = None,
+    ) -> None:
+        if (http is None) == (client_factory is None):
+            raise ValueError("give FakeAdmin exactly one of http and client_factory")
         self.http = http
+        self._factory = client_factory
 
     async def call(self, method: str, path: str, json: Any = None, **params: Any) -> Any:
         query = {
@@ -31,7 +44,12 @@ class FakeAdmin:
             for k, v in params.items()
             if v is not None
         }
-        response = await self.http.request(method, "/_fake" + path, json=json, params=query)
+        if self.http is not None:
+            response = await self.http.request(method, "/_fake" + path, json=json, params=query)
+        else:
+            assert self._factory is not None
+            async with self._factory() as http:
+                response = await http.request(method, "/_fake" + path, json=json, params=query)
         if response.status_code >= 400:
             raise AdminError(response.status_code, response.json())
         return None if response.status_code == 204 else response.json()

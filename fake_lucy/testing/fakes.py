@@ -107,8 +107,10 @@ class LiveServer(_Shape):
         response.raise_for_status()
         return float(response.json()["took_ms"])
 
-    def admin(self, http: httpx.AsyncClient) -> FakeAdmin:
-        return FakeAdmin(http)
+    @property
+    def admin(self) -> FakeAdmin:
+        """The control API helper (a short-lived connection per call: safe in any event loop)."""
+        return FakeAdmin(client_factory=self.admin_client)
 
     def _run(self) -> None:
         self.thread.start()

@@ -1,0 +1,90 @@
+"""The pytest plugin as a user meets it: registered by entry point, fixtures reset per test."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from importlib.metadata import entry_points
+
+import httpx
+import pytest
+
+from lucy_memory import AgentMemoryClient
+
+pytestmark = pytest.mark.anyio
+
+
+def test_the_plugin_is_registered_as_a_pytest11_entry_point() -> None:
+    names = {ep.name: ep.value for ep in entry_points(group="pytest11")}
+    assert names.get("fake_lucy") == "fake_lucy.testing.pytest_plugin"
+
+
+async def test_lucy_client_talks_to_the_in_process_fake(lucy_client: AgentMemoryClient, fake_lucy) -> None:
+    proposed = await lucy_client.propose(
+        json.dumps(
+            {"kind": "fact", "content": "Plugin fixture works.", "scope": {"kind": "user", "id": "usr_dev"}}
+        )
+    )
+    approved = await fake_lucy.admin.approve(proposed.proposal.id)
+    recalled = await lucy_client.recall('{"query": "plugin fixture"}')
+    assert [m.id for m in recalled.memories] == [approved["memory"]["id"]]
+    assert recalled.memories[0].content == "Plugin fixture works."
+    journal = await fake_lucy.admin.requests()
+    assert [row["operation"] for row in journal] == ["propose", "recall"]
+
+
+async def test_fake_lucy_server_is_a_real_socket_with_an_admin_helper(fake_lucy_server) -> None:
+    async with httpx.AsyncClient(base_url=fake_lucy_server.base_url) as http:
+        assert (await http.get("/healthz")).status_code == 200
+    created = await fake_lucy_server.admin.create_credential(credits=2)
+    assert created["token"]
+    assert (await fake_lucy_server.admin.clock())["frozen"] is False
+
+
+USER_TESTS = textwrap.dedent(
+    """
+    import pytest
+
+    pytestmark = pytest.mark.anyio
+
+    @pytest.fixture
+    def anyio_backend():
+        return "asyncio"
+
+    @pytest.mark.parametrize("n", range(4))
+    async def test_each_test_starts_from_the_seed(fake_lucy, n):
+        async with fake_lucy.client() as http:
+            assert (await http.post("/api/agent-memory/v1/recall", json={"query": "x"})).status_code == 200
+        ledger = await fake_lucy.admin.ledger()
+        assert [row["balance_after"] for row in ledger] == [999]
+    """
+)
+
+
+@pytest.mark.slow
+def test_a_users_suite_gets_the_fixtures_and_isolation_under_xdist(tmp_path) -> None:
+    (tmp_path / "test_user_suite.py").write_text(USER_TESTS)
+    result = subprocess.run(  # noqa: S603 - our own interpreter
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-n",
+            "2",
+            "-W",
+            "error",
+            str(tmp_path / "test_user_suite.py"),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "4 passed" in result.stdout
