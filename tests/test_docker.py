@@ -1,0 +1,131 @@
+"""Docker cannot run here, so the Dockerfile and docker-compose.yml are checked against the code."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from fake_lucy.app import create_app
+from fake_lucy.runtime import FakeLucy
+from fake_lucy.settings import FakeLucySettings
+from lucy_memory._contract import load_contract, schema_validator
+
+ROOT = Path(__file__).resolve().parents[1]
+COMPOSE: dict[str, Any] = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+FAKE = COMPOSE["services"]["fake-lucy"]
+E2E = COMPOSE["services"]["e2e"]
+SETTINGS_FIELDS = {f"FAKE_LUCY_{name.upper()}" for name in FakeLucySettings.model_fields}
+
+
+def _dockerfile() -> list[tuple[str, str, str]]:
+    """(stage, instruction, argument) for each instruction, continuation lines joined."""
+    lines: list[tuple[str, str, str]] = []
+    stage = ""
+    pending = ""
+    for raw in (ROOT / "Dockerfile").read_text().splitlines():
+        if raw.lstrip().startswith("#") and not pending:
+            continue
+        pending += raw.rstrip("\\").strip() + " "
+        if raw.endswith("\\"):
+            continue
+        text, pending = pending.strip(), ""
+        if not text:
+            continue
+        instruction, _, argument = text.partition(" ")
+        if instruction.upper() == "FROM":
+            stage = argument.split(" AS ")[-1].strip()
+        lines.append((stage, instruction.upper(), argument.strip()))
+    return lines
+
+
+def _env(instructions: list[tuple[str, str, str]], stage: str) -> dict[str, str]:
+    env: dict[str, str] = {}
+    for st, instruction, argument in instructions:
+        if instruction == "ENV" and st == stage:
+            for item in shlex.split(argument):
+                key, _, value = item.partition("=")
+                env[key] = value
+    return env
+
+
+def test_compose_environment_names_are_settings_the_fake_reads() -> None:
+    names = set(FAKE["environment"])
+    assert names <= SETTINGS_FIELDS, names - SETTINGS_FIELDS
+    fake_env = {k: v for k, v in _env(_dockerfile(), "runtime").items() if k.startswith("FAKE_LUCY_")}
+    assert set(fake_env) <= SETTINGS_FIELDS
+
+
+def test_the_published_port_is_on_loopback_and_matches_the_fake_port() -> None:
+    port = FAKE["environment"]["FAKE_LUCY_PORT"]
+    assert FAKE["ports"] == [f"127.0.0.1:{port}:{port}"]
+    dockerfile = _dockerfile()
+    assert ("runtime", "EXPOSE", port) in dockerfile
+    assert _env(dockerfile, "runtime")["FAKE_LUCY_PORT"] == port
+    assert port == str(load_contract("fake-control")["defaults"]["port"])
+
+
+def test_the_health_checks_probe_the_fakes_health_route(tmp_path) -> None:
+    app = create_app(FakeLucy(FakeLucySettings(database=str(tmp_path / "h.sqlite3"))))
+    assert "/healthz" in {getattr(route, "path", None) for route in app.routes}
+    port = FAKE["environment"]["FAKE_LUCY_PORT"]
+    probe = " ".join(FAKE["healthcheck"]["test"])
+    assert f"http://127.0.0.1:{port}/healthz" in probe
+    healthcheck = [a for st, i, a in _dockerfile() if i == "HEALTHCHECK"]
+    assert len(healthcheck) == 1
+    assert f"http://127.0.0.1:{port}/healthz" in healthcheck[0]
+
+
+def test_the_command_is_fake_lucy_serve_listening_on_all_interfaces_in_the_container() -> None:
+    dockerfile = _dockerfile()
+    assert ("runtime", "CMD", '["fake-lucy", "serve"]') in dockerfile
+    assert FAKE["environment"]["FAKE_LUCY_HOST"] == "0.0.0.0"  # noqa: S104 - inside the container only
+    scripts = (ROOT / "pyproject.toml").read_text()
+    assert 'fake-lucy = "fake_lucy.cli:main"' in scripts
+
+
+def test_the_database_lives_on_the_volume() -> None:
+    database = Path(FAKE["environment"]["FAKE_LUCY_DATABASE"])
+    volume, _, target = FAKE["volumes"][0].partition(":")
+    assert volume in COMPOSE["volumes"]
+    assert database.parent == Path(target)
+    assert ("runtime", "VOLUME", f'["{target}"]') in _dockerfile()
+
+
+def test_the_mounted_seed_has_its_own_tokens_and_is_valid() -> None:
+    seed_target = FAKE["environment"]["FAKE_LUCY_SEED"]
+    mounts = {m.split(":")[1]: m.split(":")[0] for m in FAKE["volumes"] if m.startswith("./")}
+    source = ROOT / mounts[seed_target]
+    seed = json.loads(source.read_text())
+    assert schema_validator("seed.schema.json").errors(seed) == []
+    defaults = load_contract("fake-control")["defaults"]
+    tokens = {c["token"] for c in seed["credentials"]}
+    assert defaults["token"] not in tokens  # built-in tokens are refused off loopback
+    assert all(len(token) >= 32 for token in tokens)
+    admin = FAKE["environment"]["FAKE_LUCY_ADMIN_TOKEN"]
+    assert admin.startswith("${FAKE_LUCY_ADMIN_TOKEN")
+    assert defaults["admin_token"] not in admin
+
+
+def test_the_e2e_profile_runs_the_e2e_suite_against_the_healthy_fake() -> None:
+    assert E2E["profiles"] == ["e2e"]
+    assert E2E["depends_on"]["fake-lucy"]["condition"] == "service_healthy"
+    assert E2E["network_mode"] == "service:fake-lucy"
+    assert E2E["command"][:1] == ["pytest"]
+    assert "e2e" in E2E["command"]
+    assert E2E["environment"]["LUCY_E2E_ADMIN_TOKEN"] == FAKE["environment"]["FAKE_LUCY_ADMIN_TOKEN"]
+    assert (
+        E2E["environment"]["LUCY_E2E_BASE_URL"] == f"http://127.0.0.1:{FAKE['environment']['FAKE_LUCY_PORT']}"
+    )
+    stages = {st for st, i, _ in _dockerfile() if i == "FROM"}
+    assert {E2E["build"]["target"], FAKE["build"]["target"]} <= stages
+    assert (ROOT / "e2e").is_dir()
+
+
+def test_the_image_copies_everything_the_packages_need() -> None:
+    copied = {src for st, i, a in _dockerfile() if i == "COPY" and st == "runtime" for src in a.split()[:-1]}
+    for needed in ("pyproject.toml", "uv.lock", "contracts", "schemas", "fake_lucy", "client"):
+        assert needed in copied
