@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import sys
+import sysconfig
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -22,6 +24,28 @@ __all__ = ["main"]
 
 log = logging.getLogger("fake_lucy")
 PROTOCOL = "fake_lucy.http.uvicorn_protocol:AbortingH11Protocol"
+MCP_SERVER_SCRIPT = "lucy-memory-mcp"
+
+
+def mcp_host_configuration(base_url: str) -> dict[str, object]:
+    """A ready ``mcpServers`` block that runs this environment's ``lucy-memory-mcp`` against the fake with
+    the dev seed. The dev token is the fake's public, built-in token (refused off loopback), so printing
+    it is safe; a real deployment's token belongs in the host's secret store."""
+    command = str(Path(sysconfig.get_path("scripts")) / MCP_SERVER_SCRIPT)
+    return {
+        "mcpServers": {
+            "lucy-memory-dev": {
+                "command": command,
+                "args": [],
+                "env": {
+                    "LUCY_MEMORY_BASE_URL": base_url,
+                    "LUCY_MEMORY_ALLOW_INSECURE_LOOPBACK": "1",
+                    "LUCY_MEMORY_PERMISSIONS": "memory:read,memory:propose",
+                    "LUCY_MEMORY_TOKEN": DEV_TOKEN,
+                },
+            }
+        }
+    }
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -58,6 +82,9 @@ def _announce(settings: FakeLucySettings, fake: FakeLucy) -> None:
         lines.append("  admin token:  as configured (FAKE_LUCY_ADMIN_TOKEN or --admin-token-file)")
     if not fake.loopback:
         log.warning("listening on a non-loopback address: the built-in tokens are refused (401)")
+    elif settings.seed is None:
+        lines.append("  MCP host configuration (lucy-memory-mcp on this fake, with the public dev token):")
+        lines.append(json.dumps(mcp_host_configuration(f"http://{host}:{settings.port}"), indent=2))
     print("\n".join(lines), flush=True)
 
 

@@ -195,7 +195,12 @@ def _next_step(error: LucyMemoryError, operation: str) -> str:
 
 def render_error(error: LucyMemoryError, *, operation: str) -> str:
     """``operation`` is ``recall``, ``propose`` or ``proposal_status``."""
-    status = f"HTTP {error.status}" if error.status is not None else "refused before sending"
+    if error.status is not None:
+        status = f"HTTP {error.status}"
+    elif isinstance(error, ResponseLostError):
+        status = "no response"
+    else:
+        status = "refused before sending" if error.attempts == 0 else "no HTTP status"
     lines = [f"Error {error.code} ({status}) from {operation}: {error.detail}"]
     if isinstance(error, InvalidRequestError) and error.errors:
         lines.append(

@@ -1,0 +1,67 @@
+"""memory_propose without an idempotency_key derives one from the arguments: a host repeating an
+identical call gets a replay (one proposal, one credit), and the key comes back every time."""
+
+from __future__ import annotations
+
+import pytest
+
+from lucy_memory._contract import canonical_sha256
+from tests.mcp.helpers import MODES, connect, one_line, proposal_args, text_of
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_an_identical_propose_without_a_key_is_a_replay_one_proposal_one_credit(
+    fake, admin, mode
+) -> None:
+    arguments = proposal_args(topic="main-database", importance=8)
+    derived = canonical_sha256(arguments)
+    async with connect(fake, mode=mode) as client:
+        first = await client.call_tool("memory_propose", arguments)
+        second = await client.call_tool("memory_propose", dict(reversed(list(arguments.items()))))
+    assert first.structured_content is not None
+    assert second.structured_content is not None
+    assert first.structured_content["idempotency_key"] == derived
+    assert second.structured_content["idempotency_key"] == derived
+    assert second.structured_content["proposal"] == first.structured_content["proposal"]
+
+    assert len((await admin.proposals())["items"]) == 1
+    ledger = await admin.ledger(account="acct_dev")
+    assert [row["operation"] for row in ledger] == ["propose"]
+    journal = await admin.requests(operation="propose")
+    assert [(row["replayed"], row["charged"]) for row in journal] == [(False, True), (True, False)]
+
+    first_text, second_text = one_line(text_of(first)), one_line(text_of(second))
+    assert "This is a replay" not in first_text
+    assert "This is a replay of an earlier identical proposal" in second_text
+    assert "nothing was charged" in second_text
+    assert "Credits: 0 credits charged, 999 remaining" in second_text
+    for text in (first_text, second_text):
+        assert f"idempotency_key: {derived} (derived from the arguments)" in text
+        assert "An identical proposal (same arguments and idempotency_key) within 24 h replays" in text
+        assert text.startswith("Not saved yet:")
+
+
+async def test_different_arguments_make_a_new_proposal_with_a_new_key(fake, admin) -> None:
+    async with connect(fake) as client:
+        first = await client.call_tool("memory_propose", proposal_args("We use PostgreSQL 16."))
+        second = await client.call_tool("memory_propose", proposal_args("We use PostgreSQL 17."))
+    assert first.structured_content is not None
+    assert second.structured_content is not None
+    assert first.structured_content["idempotency_key"] != second.structured_content["idempotency_key"]
+    assert first.structured_content["proposal"]["id"] != second.structured_content["proposal"]["id"]
+    assert "This is a replay" not in text_of(second)
+    assert len((await admin.proposals())["items"]) == 2
+    assert [row["operation"] for row in await admin.ledger(account="acct_dev")] == ["propose", "propose"]
+
+
+async def test_a_given_key_is_used_as_given_and_returned(fake, admin) -> None:
+    async with connect(fake, mode="2026-07-28") as client:
+        result = await client.call_tool(
+            "memory_propose", {**proposal_args(), "idempotency_key": "host-key-1"}
+        )
+    assert result.structured_content is not None
+    assert result.structured_content["idempotency_key"] == "host-key-1"
+    assert "idempotency_key: host-key-1 (as given)" in one_line(text_of(result))
+    assert [row["idempotency_key"] for row in await admin.requests(operation="propose")] == ["host-key-1"]
