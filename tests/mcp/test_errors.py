@@ -227,9 +227,8 @@ async def test_no_credits_and_billing_down_are_reported_without_a_charge(fake, a
     [(429, "rate_limited"), (500, "internal"), (502, "bad_gateway"), (504, "gateway_timeout")],
 )
 async def test_injected_service_failures_name_the_code(fake, admin, status, code) -> None:
-    await admin.add_fault("recall", status, retry_after=7) if status == 429 else await admin.add_fault(
-        "recall", status
-    )
+    options = {"retry_after": 7} if status == 429 else {}
+    await admin.add_fault("recall", status, **options)
     async with connect(fake) as client:
         text = _error_text(await client.call_tool("memory_recall", {"query": "x"}))
     assert text.startswith(f"Error {code} (HTTP {status}) from recall")

@@ -29,6 +29,7 @@ def _v1_body(result: Any, schema: str, tool: str) -> dict[str, Any]:
 @pytest.mark.parametrize("mode", MODES)
 async def test_propose_status_and_recall_answer_the_v1_bodies_with_plain_text(fake, admin, mode) -> None:
     async with connect(fake, mode=mode) as client:
+        assert client.protocol_version == ("2025-11-25" if mode == "legacy" else "2026-07-28")
         proposed = await client.call_tool("memory_propose", proposal_args(topic="main-database"))
         body = _v1_body(proposed, "propose-response.schema.json", "memory_propose")
         proposal_id = body["proposal"]["id"]
