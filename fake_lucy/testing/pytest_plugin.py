@@ -6,6 +6,9 @@
 - ``fake_lucy_server``: a real uvicorn server on 127.0.0.1, port 0, reset for each test
   (``.base_url``, ``.client()``, ``.admin``).
 - ``lucy_client``: a ``lucy_memory.AgentMemoryClient`` wired to ``fake_lucy`` with the dev token.
+- ``lucy_mcp``: an MCP client session (the official ``mcp`` SDK's ``Client``) to the real
+  ``lucy-memory-mcp`` stdio server, configured as a host would (command and environment) against
+  ``fake_lucy_server`` with the dev token and both permissions.
 
 Each pytest-xdist worker gets its own database (``tmp_path_factory`` is per worker). Async
 fixtures need an async test runner (anyio's pytest plugin or pytest-asyncio).
@@ -13,14 +16,19 @@ fixtures need an async test runner (anyio's pytest plugin or pytest-asyncio).
 
 from __future__ import annotations
 
+import shutil
+import sys
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
+from mcp import Client, StdioServerParameters
+from mcp.types import Implementation
 
 from fake_lucy.testing.fakes import InProcessFake, LiveServer
 from lucy_memory import AgentMemoryClient, create_lucy_http_transport
 
-__all__ = ["fake_lucy", "fake_lucy_server", "lucy_client"]
+__all__ = ["fake_lucy", "fake_lucy_server", "lucy_client", "lucy_mcp", "lucy_mcp_parameters"]
 
 PERMISSIONS = ("memory:read", "memory:propose")
 
@@ -64,4 +72,33 @@ async def lucy_client(fake_lucy: InProcessFake) -> AsyncIterator[AgentMemoryClie
         client_name="pytest",
     )
     async with client:
+        yield client
+
+
+def lucy_mcp_parameters(server: LiveServer, *, token: str, permissions: str) -> StdioServerParameters:
+    """How a host launches ``lucy-memory-mcp`` against ``server``: command and environment only."""
+    command = shutil.which("lucy-memory-mcp", path=str(Path(sys.executable).parent)) or shutil.which(
+        "lucy-memory-mcp"
+    )
+    if command is None:
+        raise RuntimeError("lucy-memory-mcp is not installed next to this Python")
+    return StdioServerParameters(
+        command=command,
+        args=[],
+        env={
+            "LUCY_MEMORY_TOKEN": token,
+            "LUCY_MEMORY_PERMISSIONS": permissions,
+            "LUCY_MEMORY_BASE_URL": server.base_url,
+            "LUCY_MEMORY_ALLOW_INSECURE_LOOPBACK": "1",
+        },
+    )
+
+
+@pytest.fixture
+async def lucy_mcp(fake_lucy_server: LiveServer) -> AsyncIterator[Client]:
+    """An MCP session to a real ``lucy-memory-mcp`` subprocess on ``fake_lucy_server``."""
+    parameters = lucy_mcp_parameters(
+        fake_lucy_server, token=fake_lucy_server.dev_token, permissions=",".join(PERMISSIONS)
+    )
+    async with Client(parameters, client_info=Implementation(name="pytest", version="1")) as client:
         yield client

@@ -88,3 +88,12 @@ def test_a_users_suite_gets_the_fixtures_and_isolation_under_xdist(tmp_path) -> 
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "4 passed" in result.stdout
+
+
+async def test_lucy_mcp_is_a_session_to_the_real_stdio_server(lucy_mcp, fake_lucy_server) -> None:
+    tools = {tool.name for tool in (await lucy_mcp.list_tools()).tools}
+    assert tools == {"memory_recall", "memory_propose", "memory_proposal_status"}
+    result = await lucy_mcp.call_tool("memory_recall", {"query": "anything"})
+    assert not result.is_error
+    journal = await fake_lucy_server.admin.requests()
+    assert [(row["operation"], row["status"]) for row in journal] == [("recall", 200)]
