@@ -1,6 +1,7 @@
 # Two commands do all setup on a fresh machine (Python >= 3.11 and make):
 #   make serve   run the fake with the dev seed on 127.0.0.1:8787
 #   make test    lint, type-check and run the whole suite
+#   make fuzz    the schemathesis runs of tests/contract with the deep profile
 SHELL := /bin/bash
 PYTHON ?= python3
 UV_VERSION := 0.13.8
@@ -33,6 +34,11 @@ pytest: sync
 	$(RUN) pytest -W error
 
 test: lint typecheck pytest
+
+# schemathesis over both OpenAPI documents with many more examples (make test runs the fast profile);
+# LUCY_FUZZ_SEED=<n> replays a run, its seed is printed in the summary
+fuzz: sync
+	LUCY_FUZZ_PROFILE=deep $(RUN) pytest -W error tests/contract -p no:randomly
 
 clean:
 	rm -rf .venv .tools .fake-lucy .mypy_cache .pytest_cache .ruff_cache

@@ -7,7 +7,7 @@ import binascii
 import hmac
 import json
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fastapi import APIRouter
@@ -22,7 +22,14 @@ from fake_lucy.domain.records import memory_dict, proposal_dict
 from fake_lucy.http import inputs
 from fake_lucy.http.problems import JSON, ProblemError, json_bytes, problem_response
 from fake_lucy.runtime import FakeLucy
-from lucy_memory._contract import InvalidJSONError, parse_json_object, schema_validator
+from lucy_memory._contract import (
+    InvalidJSONError,
+    SchemaValidator,
+    load_contract,
+    parse_json_object,
+    schema_validator,
+)
+from lucy_memory._contract.validation import parameters_validator
 
 __all__ = ["control_router"]
 
@@ -30,6 +37,7 @@ PAGE_SIZE = 100
 MAX_PAGE = 1000
 _Handler = Callable[[sqlite3.Connection, dict[str, Any], "_Ctx"], tuple[int, Any]]
 _PROPOSAL_STATUSES = ("pending", "approved", "rejected", "expired", "superseded")
+_SCOPE_KINDS = ("user", "workspace", "project")
 
 
 class _Ctx:
@@ -142,6 +150,7 @@ def _set_balance(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> t
 
 
 def _list_proposals(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
+    _only_query(ctx, ("status", "tenant", "limit", "cursor"))
     lifecycle.expire_due(conn, ctx.now(conn))
     status = _query_choice(ctx, "status", _PROPOSAL_STATUSES)
     tenant = ctx.query.get("tenant")
@@ -175,6 +184,8 @@ def _decide(action: str) -> _Handler:
 
 
 def _list_memories(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
+    _only_query(ctx, ("tenant", "scope_kind", "scope_id", "include_history", "limit", "cursor"))
+    _query_choice(ctx, "scope_kind", _SCOPE_KINDS)
     history = _query_bool(ctx, "include_history", default=True)
     size = _query_int(ctx, "limit", PAGE_SIZE, 1, MAX_PAGE)
     after = _cursor(ctx)
@@ -231,6 +242,7 @@ def _policy(conn: sqlite3.Connection, tenant: str) -> dict[str, Any]:
 
 
 def _get_policy(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
+    _only_query(ctx, ())
     return 200, _policy(conn, ctx.path["tenant"])
 
 
@@ -261,6 +273,7 @@ def _put_policy(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tu
 
 
 def _get_clock(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
+    _only_query(ctx, ())
     return 200, clock.state(conn)
 
 
@@ -298,6 +311,7 @@ def _create_fault(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> 
 
 
 def _list_faults(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
+    _only_query(ctx, ())
     return 200, {"items": faults.list_faults(conn)}
 
 
@@ -428,10 +442,24 @@ class ControlApi:
             )
         return body
 
-    async def run(self, request: Request, schema: str | None, handler: _Handler) -> Response:
+    async def run(
+        self,
+        request: Request,
+        schema: str | None,
+        handler: _Handler,
+        path_schema: SchemaValidator | None = None,
+    ) -> Response:
         request_id = random_request_id()
         try:
             self._authorise(request)
+            if path_schema is not None:
+                errors = path_schema.errors(dict(request.path_params))
+                if errors:
+                    raise ProblemError(
+                        "invalid_request",
+                        "a path parameter is invalid",
+                        details={"errors": [error.as_dict() for error in errors]},
+                    )
             body = await self._body(request, schema)
             ctx = _Ctx(self.fake, request, request_id)
             if handler is _reset:
@@ -482,12 +510,26 @@ _ROUTES: list[tuple[str, str, str | None, _Handler]] = [
 def control_router(fake: FakeLucy) -> APIRouter:
     api = ControlApi(fake)
     router = APIRouter(prefix="/_fake")
+    contract = load_contract("fake-control")["operations"].values()
+    operations = {(op["method"], op["path"]): op for op in contract}
     for method, path, schema, handler in _ROUTES:
-
-        async def endpoint(
-            request: Request, _schema: str | None = schema, _handler: _Handler = handler
-        ) -> Response:
-            return await api.run(request, _schema, _handler)
-
-        router.add_api_route(path, endpoint, methods=[method], include_in_schema=False)
+        declared = operations[(method, path)]["path_parameters"]
+        path_schema = (
+            parameters_validator(tuple((name, spec["schema"]) for name, spec in declared.items()))
+            if declared
+            else None
+        )
+        router.add_api_route(
+            path, _endpoint(api, schema, handler, path_schema), methods=[method], include_in_schema=False
+        )
     return router
+
+
+def _endpoint(
+    api: ControlApi, schema: str | None, handler: _Handler, path_schema: SchemaValidator | None
+) -> Callable[[Request], Awaitable[Response]]:
+    # a closure, not default arguments: FastAPI would read those as query parameters of the route
+    async def endpoint(request: Request) -> Response:
+        return await api.run(request, schema, handler, path_schema)
+
+    return endpoint

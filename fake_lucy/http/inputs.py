@@ -22,7 +22,8 @@ __all__ = [
 
 _IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,255}")
 _RETRY_ATTEMPT = re.compile(r"[0-9]{1,2}")
-_CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
+_CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # C0, DEL and C1
+_VISIBLE_ASCII = re.compile(r"[\x20-\x7e]+")  # on the wire; other text is percent-encoded
 MAX_CLIENT_NAME = 100
 
 
@@ -75,6 +76,8 @@ def client_name(headers: Headers) -> str | None:
     if value is None:
         return None
     rule = f"it must be 1 to {MAX_CLIENT_NAME} characters, percent-encoded UTF-8 if not ASCII"
+    if not _VISIBLE_ASCII.fullmatch(value):
+        raise _invalid_header("Lucy-Client-Name", rule)
     try:
         decoded = unquote(value, encoding="utf-8", errors="strict")
     except UnicodeDecodeError:

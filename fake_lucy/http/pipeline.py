@@ -314,6 +314,13 @@ class V1Pipeline:
 
     def _status(self, call: _Call, proposal_id: str) -> Response:
         principal = call.principal
+        errors = schema_validator("proposal-status-request.schema.json").errors({"proposal_id": proposal_id})
+        if errors:  # 9: the path parameter is the request of this operation
+            raise ProblemError(
+                "invalid_request",
+                "the request does not match the schema",
+                details={"errors": [error.as_dict() for error in errors]},
+            )
         with self.fake.db.write() as conn:
             now = clock.format_us(clock.now_us(conn))
             lifecycle.expire_due(conn, now)

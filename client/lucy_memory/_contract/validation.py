@@ -18,7 +18,7 @@ from referencing.jsonschema import DRAFT202012
 
 from lucy_memory._contract.files import load_schema, schema_names
 
-__all__ = ["SchemaError", "SchemaValidator", "schema_registry", "schema_validator"]
+__all__ = ["SchemaError", "SchemaValidator", "parameters_validator", "schema_registry", "schema_validator"]
 
 BYTES_KEYWORD = "x-maxUtf8Bytes"
 
@@ -147,9 +147,9 @@ def schema_registry() -> Registry[Any]:
 class SchemaValidator:
     """A compiled validator for one schema file."""
 
-    def __init__(self, filename: str) -> None:
+    def __init__(self, filename: str, schema: dict[str, Any] | None = None) -> None:
         self.filename = filename
-        self.schema = load_schema(filename)
+        self.schema = load_schema(filename) if schema is None else schema
         self._validator = _Validator(self.schema, registry=schema_registry())
 
     def errors(self, instance: Any) -> list[SchemaError]:
@@ -171,3 +171,16 @@ class SchemaValidator:
 def schema_validator(filename: str) -> SchemaValidator:
     """The compiled validator for ``schemas/<filename>``, built once per process."""
     return SchemaValidator(filename)
+
+
+@cache
+def parameters_validator(parameters: tuple[tuple[str, str], ...]) -> SchemaValidator:
+    """An object of named parameters (e.g. path parameters), each a reference into ``schemas/`` such as
+    ``definitions.schema.json#/$defs/tenant_id``; errors point to ``/<name>``."""
+    base = load_schema("definitions.schema.json")["$id"].rpartition("/")[0]
+    schema = {
+        "$id": f"{base}/parameters",
+        "type": "object",
+        "properties": {name: {"$ref": reference} for name, reference in parameters},
+    }
+    return SchemaValidator("parameters", schema)

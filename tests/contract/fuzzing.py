@@ -1,0 +1,197 @@
+"""Shared set-up of the schemathesis runs: profiles, checks, throwaway fakes and the run tally.
+
+``LUCY_FUZZ_PROFILE=fast`` (the default, part of ``make test``) or ``deep`` (``make fuzz``) sets how
+many examples Hypothesis draws per operation and how long the stateful scenarios are.
+``LUCY_FUZZ_SEED`` pins the deep profile's seed to replay a run; the fast profile always uses one seed.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import hypothesis
+import schemathesis
+from schemathesis.checks import CheckContext, not_a_server_error
+
+from fake_lucy.domain.seed import DEFAULT_SEED
+from fake_lucy.testing import InProcessFake
+
+__all__ = [
+    "CHECKS",
+    "DISRUPTIVE_CONTROL_OPERATIONS",
+    "FUZZ_CREDITS",
+    "FUZZ_TOKEN",
+    "PROFILE",
+    "TALLY",
+    "FuzzProfile",
+    "Tally",
+    "fuzz_config",
+    "not_a_server_error_unless_injected",
+    "stateful_settings",
+    "throwaway_fake",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class FuzzProfile:
+    name: str
+    max_examples: int  # per operation, fuzzing phase (the coverage and examples phases come on top)
+    stateful_examples: int  # scenarios
+    stateful_steps: int  # at most, per scenario
+    seed: int | None  # None: a fresh seed per run (printed in the summary)
+
+
+PROFILES = {
+    "fast": FuzzProfile("fast", max_examples=25, stateful_examples=15, stateful_steps=6, seed=20_240_607),
+    "deep": FuzzProfile("deep", max_examples=600, stateful_examples=150, stateful_steps=20, seed=None),
+}
+
+
+def _profile() -> FuzzProfile:
+    name = os.environ.get("LUCY_FUZZ_PROFILE", "fast")
+    if name not in PROFILES:
+        raise ValueError(f"LUCY_FUZZ_PROFILE must be one of {sorted(PROFILES)}, not {name!r}")
+    profile = PROFILES[name]
+    if profile.seed is None:
+        seed = int(os.environ.get("LUCY_FUZZ_SEED") or int.from_bytes(os.urandom(4), "big"))
+        profile = FuzzProfile(
+            profile.name, profile.max_examples, profile.stateful_examples, profile.stateful_steps, seed
+        )
+    return profile
+
+
+PROFILE = _profile()
+
+# The checks of issue 7, by their schemathesis 4 names; every other check is off.
+CHECKS = (
+    "not_a_server_error",
+    "status_code_conformance",
+    "content_type_conformance",
+    "response_schema_conformance",
+    "response_headers_conformance",
+    "negative_data_rejection",
+    "missing_required_header",
+    "unsupported_method",
+    "ignored_auth",
+)
+
+# Control operations that change the whole fake by design; covered by example tests instead.
+DISRUPTIVE_CONTROL_OPERATIONS = (
+    "reset",
+    "create_fault",
+    "clear_faults",
+    "set_billing",
+    "advance_clock",
+    "set_clock",
+    "revoke_credential",
+)
+
+# Enough credits that 402 never answers a fuzzed request (reset restores them before each example).
+FUZZ_CREDITS = 1_000_000
+FUZZ_TOKEN = "lucy-fuzz-token-0123456789"
+_PROJECT = {"kind": "project", "id": "project_example"}
+FUZZ_SEED: dict[str, Any] = {
+    "tenants": DEFAULT_SEED["tenants"],
+    # the dev credential's rights under a seedable token (a seed token has at least 16 characters)
+    "credentials": [{**DEFAULT_SEED["credentials"][0], "token": FUZZ_TOKEN, "credits": FUZZ_CREDITS}],
+    "memories": [
+        {
+            "tenant": "tenant_dev",
+            "scope": _PROJECT,
+            "kind": "decision",
+            "topic": "main-database",
+            "content": "We approved PostgreSQL 16 as the main database.",
+            "importance": 8,
+        },
+        {
+            "tenant": "tenant_dev",
+            "scope": {"kind": "workspace", "id": "ws_dev"},
+            "kind": "preference",
+            "content": "Answers are short and cite the memory they rely on.",
+        },
+    ],
+}
+
+
+def fuzz_config(security_scheme: str, token: str) -> schemathesis.Config:
+    """Authenticated, exactly ``CHECKS``, the profile's example count, no example database on disk."""
+    generation: dict[str, Any] = {"max-examples": PROFILE.max_examples, "database": "none"}
+    return schemathesis.Config.from_dict(
+        {
+            "seed": PROFILE.seed,
+            "generation": generation,
+            "checks": {"enabled": False, **{name: {"enabled": True} for name in CHECKS}},
+            "auth": {"openapi": {security_scheme: {"bearer": token}}},
+            "phases": {"stateful": {"max-steps": PROFILE.stateful_steps}},
+        }
+    )
+
+
+def stateful_settings() -> hypothesis.settings:
+    return hypothesis.settings(
+        max_examples=PROFILE.stateful_examples,
+        stateful_step_count=PROFILE.stateful_steps,
+        deadline=None,
+        database=None,
+        derandomize=PROFILE.name == "fast",
+        suppress_health_check=list(hypothesis.HealthCheck),
+        phases=[hypothesis.Phase.generate, hypothesis.Phase.shrink],
+    )
+
+
+def throwaway_fake(name: str) -> tuple[InProcessFake, Path]:
+    """An in-process fake on its own SQLite file in a fresh temporary folder, seeded for fuzzing."""
+    directory = Path(tempfile.mkdtemp(prefix=f"fake-lucy-{name}-"))
+    seed = directory / "seed.json"
+    seed.write_text(json.dumps(FUZZ_SEED), encoding="utf-8")
+    return InProcessFake(directory / "fake-lucy.sqlite3", seed=seed), directory
+
+
+def close_throwaway(fake: InProcessFake, directory: Path) -> None:
+    fake.fake.close()
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+def not_a_server_error_unless_injected(
+    ctx: CheckContext, response: schemathesis.Response, case: schemathesis.Case
+) -> bool | None:
+    """``not_a_server_error``, except for a response an injected fault produced (``Fake-Lucy-Fault``)."""
+    if "fake-lucy-fault" in {name.lower() for name in response.headers}:
+        return None
+    return not_a_server_error(ctx, response, case)
+
+
+class Tally:
+    """How many examples each run executed, which statuses they met, and how long it took."""
+
+    def __init__(self) -> None:
+        self.examples: collections.Counter[str] = collections.Counter()
+        self.statuses: dict[str, collections.Counter[int]] = collections.defaultdict(collections.Counter)
+        self.seconds: collections.Counter[str] = collections.Counter()
+        self._started: dict[str, float] = {}
+
+    def start(self, run: str) -> None:
+        self._started.setdefault(run, time.perf_counter())
+
+    def record(self, run: str, status: int) -> None:
+        self.examples[run] += 1
+        self.statuses[run][status] += 1
+        self.seconds[run] = time.perf_counter() - self._started[run]
+
+    def lines(self) -> list[str]:
+        lines = [f"profile {PROFILE.name}, seed {PROFILE.seed}"]
+        for run in sorted(self.examples):
+            statuses = ", ".join(f"{status}×{n}" for status, n in sorted(self.statuses[run].items()))
+            lines.append(f"{run}: {self.examples[run]} requests in {self.seconds[run]:.1f} s ({statuses})")
+        return lines
+
+
+TALLY = Tally()

@@ -1,0 +1,77 @@
+"""The control API's query rule: the contract lists every query parameter an operation takes, and an
+unknown one is 422 invalid_request with the pointer ``/<name>`` on every control GET."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from lucy_memory._contract import load_contract
+from tests.helpers import approved_memory
+
+pytestmark = pytest.mark.anyio
+
+CONTROL = load_contract("fake-control")
+GETS = {
+    name: op
+    for name, op in CONTROL["operations"].items()
+    if op["method"] == "GET" and not op["path_parameters"]
+} | {"get_policy": CONTROL["operations"]["get_policy"]}
+
+
+def _url(op: dict[str, Any]) -> str:
+    return CONTROL["base_path"] + op["path"].replace("{tenant}", "tenant_dev")
+
+
+@pytest.mark.parametrize("name", sorted(GETS))
+async def test_an_unknown_query_parameter_on_a_control_get_is_422_with_its_pointer(admin, name) -> None:
+    response = await admin.http.get(_url(GETS[name]), params={"surprise": "1"})
+    assert response.status_code == 422
+    assert response.json()["code"] == "invalid_request"
+    assert response.json()["details"]["errors"] == [
+        {"pointer": "/surprise", "detail": "is not a parameter of this operation"}
+    ]
+
+
+@pytest.mark.parametrize("name", sorted(GETS))
+async def test_every_query_parameter_the_contract_lists_is_accepted(admin, name) -> None:
+    op = GETS[name]
+    values = {"integer": "1", "boolean": "true", "string": "x"}
+    params = {
+        param: spec["enum"][0] if "enum" in spec else values[spec["type"]]
+        for param, spec in op["query"].items()
+        if param != "cursor"
+    }
+    response = await admin.http.get(_url(op), params=params)
+    assert response.status_code == 200, response.text
+
+
+@pytest.mark.parametrize(
+    ("path", "kind"), [("/_fake/proposals", "proposals"), ("/_fake/memories", "memories")]
+)
+async def test_proposals_and_memories_take_the_documented_limit(api, admin, path, kind) -> None:
+    assert CONTROL["operations"][f"list_{kind}"]["query"]["limit"]["maximum"] == 1000
+    for content in ("We use PostgreSQL 16.", "We deploy on Fridays.", "Answers are short."):
+        await approved_memory(api, admin, content)
+    first = (await admin.http.get(path, params={"limit": 2})).json()
+    assert len(first["items"]) == 2
+    assert first["next_cursor"] is not None
+    rest = (await admin.http.get(path, params={"limit": 2, "cursor": first["next_cursor"]})).json()
+    assert len(rest["items"]) == 1
+    assert rest["next_cursor"] is None
+    for bad in ("0", "1001", "two"):
+        refused = await admin.http.get(path, params={"limit": bad})
+        assert refused.status_code == 422
+        assert refused.json()["details"]["errors"][0]["pointer"] == "/limit"
+
+
+async def test_memories_include_every_version_unless_include_history_is_false(api, admin) -> None:
+    assert CONTROL["operations"]["list_memories"]["query"]["include_history"]["default"] is True
+    first = await approved_memory(api, admin, "We use PostgreSQL 15.", topic="main-database")
+    await approved_memory(api, admin, "We use PostgreSQL 16.", topic="main-database")
+    assert first["memory"]["version"] == 1
+    versions = [(m["id"], m["version"]) for m in (await admin.memories())["items"]]
+    assert versions == [(first["memory"]["id"], 1), (first["memory"]["id"], 2)]
+    latest = [(m["id"], m["version"]) for m in (await admin.memories(include_history="false"))["items"]]
+    assert latest == [(first["memory"]["id"], 2)]
