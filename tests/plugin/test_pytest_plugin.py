@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 from importlib.metadata import entry_points
+from pathlib import Path
 
 import httpx
 import pytest
@@ -97,3 +98,24 @@ async def test_lucy_mcp_is_a_session_to_the_real_stdio_server(lucy_mcp, fake_luc
     assert not result.is_error
     journal = await fake_lucy_server.admin.requests()
     assert [(row["operation"], row["status"]) for row in journal] == [("recall", 200)]
+
+
+@pytest.mark.slow
+def test_the_readme_plugin_example_passes_as_a_users_suite(tmp_path) -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## In your tests: the pytest plugin", 1)[1]
+    example = section.split("```python\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "conftest.py").write_text(
+        'import pytest\n\n@pytest.fixture\ndef anyio_backend():\n    return "asyncio"\n'
+    )
+    (tmp_path / "test_readme_example.py").write_text(example)
+    result = subprocess.run(  # noqa: S603 - our own interpreter
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "error", str(tmp_path)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "2 passed" in result.stdout
