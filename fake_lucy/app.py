@@ -45,6 +45,42 @@ class VersionHeader:
         await self.app(scope, receive, send_with_version)
 
 
+class V1Routes:
+    """The three v1 operations straight to the pipeline, without the router's per-request work.
+
+    Only an exact match (``POST …/recall``, ``POST …/proposals``, ``GET …/proposals/{id}`` with
+    ``{id}`` as the router's ``[^/]+``) is taken here, with the same handler the routes below call;
+    anything else (other methods → 405, unknown paths → 404, the control API) goes on to FastAPI.
+    It sits inside the error middleware, so an unexpected exception is answered as before.
+    """
+
+    def __init__(self, app: ASGIApp, pipeline: V1Pipeline, base: str) -> None:
+        self.app = app
+        self.pipeline = pipeline
+        self.recall = f"{base}/recall"
+        self.proposals = f"{base}/proposals"
+        self.status_prefix = f"{base}/proposals/"
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and not scope.get("root_path"):
+            method, path = scope["method"], scope["path"]
+            response: Response | None = None
+            if method == "POST" and path == self.recall:
+                response = await self.pipeline.handle(Request(scope, receive), "recall")
+            elif method == "POST" and path == self.proposals:
+                response = await self.pipeline.handle(Request(scope, receive), "propose")
+            elif method == "GET" and path.startswith(self.status_prefix):
+                proposal_id = path[len(self.status_prefix) :]
+                if proposal_id and "/" not in proposal_id:
+                    response = await self.pipeline.handle(
+                        Request(scope, receive), "proposal_status", proposal_id
+                    )
+            if response is not None:
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
 def create_app(fake: FakeLucy) -> FastAPI:
     base = fake.contract["base_path"]
     app = FastAPI(
@@ -112,6 +148,7 @@ def create_app(fake: FakeLucy) -> FastAPI:
 
     app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(Exception, unexpected)
+    app.add_middleware(V1Routes, pipeline=pipeline, base=base)
     app.add_middleware(VersionHeader)
     return app
 

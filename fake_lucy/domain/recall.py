@@ -11,7 +11,6 @@ import sqlite3
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from fake_lucy.domain.clock import parse_timestamp
 from fake_lucy.domain.principals import Scope, scope_tag
 from fake_lucy.domain.records import MEMORY_COLUMNS, memory_dict
 
@@ -60,7 +59,7 @@ def recall(
     if not terms or not scopes:
         return []
     sql = (
-        f"SELECT {MEMORY_COLUMNS}, {_BM25} AS rank FROM memory_fts"  # noqa: S608 - constant parts; values are bound
+        f"SELECT m.seq, m.id, m.importance, m.updated_at, {_BM25} AS rank FROM memory_fts"  # noqa: S608 - constant parts; values are bound
         " JOIN memories m ON m.seq = memory_fts.rowid"
         " WHERE memory_fts MATCH ? AND m.tenant_id = ? AND m.status = 'active'"
     )
@@ -71,32 +70,46 @@ def recall(
     if topic is not None:
         sql += " AND m.topic = ?"
         params.append(topic)
-    sql += " ORDER BY rank LIMIT ?"
-    # Order by the *rounded* score: fetch a margin past the limit, and everything when the
-    # rounded score still ties at the edge of what was fetched.
-    fetch = limit * 2 + 8
-    rows = conn.execute(sql, [*params, fetch]).fetchall()
-    if len(rows) == fetch and _score(rows[-1]["rank"]) == _score(rows[limit - 1]["rank"]):
-        rows = conn.execute(sql, [*params, -1]).fetchall()
-    ranked = sorted(
-        rows,
-        key=lambda r: (
-            -_score(r["rank"]),
-            -r["importance"],
-            -parse_timestamp(r["updated_at"]),
-            r["id"],
-        ),
-    )[:limit]
-    if not ranked:
+    sql += " ORDER BY rank"
+    # Order by the *rounded* score: read rows in rank order until the rounded score falls below
+    # the limit-th row's, so that every row tied with it at the edge takes part in the tie-break.
+    cursor = conn.execute(sql, params)
+    try:
+        scored = [(_score(row["rank"]), row) for row in cursor.fetchmany(limit)]
+        if len(scored) == limit:
+            edge = scored[-1][0]
+            for row in cursor:
+                score = _score(row["rank"])
+                if score < edge:
+                    break
+                scored.append((score, row))
+    finally:
+        cursor.close()
+    # score desc, importance desc, updated_at desc (fixed-width UTC text sorts as time), id asc:
+    # two stable sorts, so that no timestamp needs parsing.
+    scored.sort(key=lambda item: item[1]["id"])
+    scored.sort(key=lambda item: (item[0], item[1]["importance"], item[1]["updated_at"]), reverse=True)
+    del scored[limit:]
+    if not scored:
         return []
+    ranked = [row for _, row in scored]
     seqs = [r["seq"] for r in ranked]
+    placeholders = ", ".join("?" for _ in seqs)
+    # The full rows only for the winners (the ranking above reads just the sort keys).
+    full = {
+        row["seq"]: row
+        for row in conn.execute(
+            f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.seq IN ({placeholders})",  # noqa: S608 - placeholders only
+            seqs,
+        )
+    }
     conn.execute(
-        f"UPDATE memories SET last_accessed_at = ? WHERE seq IN ({', '.join('?' for _ in seqs)})",  # noqa: S608 - placeholders only
+        f"UPDATE memories SET last_accessed_at = ? WHERE seq IN ({placeholders})",  # noqa: S608 - placeholders only
         [now, *seqs],
     )
     result = []
     for row in ranked:
-        item = memory_dict(row)
+        item = memory_dict(full[row["seq"]])
         item["last_accessed_at"] = now
         item["score"] = _score(row["rank"])
         result.append(item)

@@ -144,13 +144,75 @@ def schema_registry() -> Registry[Any]:
     return registry
 
 
+# Keywords whose value is one subschema, a list of subschemas, or a map of names to subschemas.
+_ONE_SCHEMA = frozenset(
+    {
+        "items", "additionalProperties", "additionalItems", "contains", "not", "if", "then", "else",
+        "propertyNames", "unevaluatedItems", "unevaluatedProperties",
+    }
+)  # fmt: skip
+_SCHEMA_LIST = frozenset({"allOf", "anyOf", "oneOf", "prefixItems"})
+_SCHEMA_MAP = frozenset({"properties", "patternProperties", "$defs", "dependentSchemas"})
+_ANNOTATIONS = frozenset(
+    {"title", "description", "default", "examples", "deprecated", "readOnly", "writeOnly", "$comment"}
+)
+_NOT_INLINABLE = frozenset({"$dynamicRef", "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor", "$anchor"})
+
+
+class _CannotInline(Exception):
+    pass
+
+
+def _inline(node: Any, resolver: Any, active: frozenset[int]) -> Any:
+    if not isinstance(node, dict):
+        return node
+    if _NOT_INLINABLE & node.keys():
+        raise _CannotInline
+    if "$ref" in node:
+        if not node.keys() - _ANNOTATIONS <= {"$ref"}:
+            raise _CannotInline  # a $ref with validating siblings: leave the schema as it is
+        resolved = resolver.lookup(node["$ref"])
+        key = id(resolved.contents)
+        if key in active:
+            raise _CannotInline  # recursive
+        target = _inline(resolved.contents, resolved.resolver, active | {key})
+        if not isinstance(target, dict):
+            return target
+        return {k: v for k, v in target.items() if k not in ("$id", "$schema", "$defs")}
+    if "$id" in node:
+        resolver = resolver.in_subresource(Resource.from_contents(node, DRAFT202012))
+    result: dict[str, Any] = {}
+    for keyword, value in node.items():
+        if keyword in _ONE_SCHEMA:
+            result[keyword] = _inline(value, resolver, active)
+        elif keyword in _SCHEMA_LIST and isinstance(value, list):
+            result[keyword] = [_inline(item, resolver, active) for item in value]
+        elif keyword in _SCHEMA_MAP and isinstance(value, dict):
+            result[keyword] = {name: _inline(item, resolver, active) for name, item in value.items()}
+        else:
+            result[keyword] = value
+    return result
+
+
+def _inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
+    """The schema with every ``$ref`` replaced by its target, for speed: resolving a reference
+    costs more than the check it leads to, on every call. Only a ``$ref`` with nothing but
+    annotations beside it is replaced, so errors (keyword, instance path) are unchanged; a schema
+    with anything else (recursion, dynamic or sibling-validated references) is used as it is."""
+    try:
+        inlined: dict[str, Any] = _inline(schema, schema_registry().resolver(), frozenset())
+    except _CannotInline:
+        return schema
+    return inlined
+
+
 class SchemaValidator:
     """A compiled validator for one schema file."""
 
     def __init__(self, filename: str, schema: dict[str, Any] | None = None) -> None:
         self.filename = filename
         self.schema = load_schema(filename) if schema is None else schema
-        self._validator = _Validator(self.schema, registry=schema_registry())
+        self._validator = _Validator(_inline_refs(self.schema), registry=schema_registry())
 
     def errors(self, instance: Any) -> list[SchemaError]:
         found: list[SchemaError] = []
