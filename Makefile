@@ -43,7 +43,13 @@ fuzz: sync
 clean:
 	rm -rf .venv .tools .fake-lucy .mypy_cache .pytest_cache .ruff_cache
 
+# Not part of `make test`: HTTP (wrk), recall growth to 1M memories, in process, MCP; ~6 minutes.
+# wrk comes from apt when missing (needs root or sudo); the results go to benchmarks/RESULTS.md.
 bench: | $(UV)
 	$(UV) sync --frozen --all-groups
 	rm -f .venv/.synced
-	$(RUN) python -m benchmarks.bench_reset
+	@command -v wrk >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq wrk; \
+	  elif command -v sudo >/dev/null; then sudo apt-get update -qq && sudo apt-get install -y -qq wrk; \
+	  else echo "make bench needs wrk (apt-get install -y wrk)" >&2; exit 1; fi; }
+	$(UV) run --frozen --all-groups python -m benchmarks.run_all

@@ -1,0 +1,125 @@
+"""Shared helpers for the benchmarks: percentiles, the machine's description, processes on loopback."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+DEV_TOKEN = "lucy-dev-token"  # noqa: S105 - the fake's documented development token
+ADMIN_TOKEN = "fake-admin-token"  # noqa: S105 - the fake's documented admin token
+API = "/api/agent-memory/v1"
+PROTOCOL = "fake_lucy.http.uvicorn_protocol:AbortingH11Protocol"
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    n: int
+    p50_ms: float
+    p99_ms: float
+    mean_ms: float
+
+
+def percentile(ordered: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile of an already sorted sequence."""
+    if not ordered:
+        return float("nan")
+    rank = max(1, min(len(ordered), round(q / 100 * len(ordered) + 0.5)))
+    return ordered[rank - 1]
+
+
+def summarise(samples_ms: Sequence[float]) -> Summary:
+    ordered = sorted(samples_ms)
+    return Summary(
+        n=len(ordered),
+        p50_ms=percentile(ordered, 50),
+        p99_ms=percentile(ordered, 99),
+        mean_ms=sum(ordered) / len(ordered),
+    )
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    memory = ""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        kib = int(Path("/proc/meminfo").read_text().splitlines()[0].split()[1])
+        memory = f", {kib / 1024 / 1024:.0f} GiB RAM"
+    return (
+        f"{os.cpu_count()} cores ({cpu}){memory}, {platform.system()} {platform.release()},"
+        f" Python {platform.python_version()}, SQLite {sqlite3.sqlite_version},"
+        f" {datetime.now(UTC):%Y-%m-%d %H:%M} UTC"
+    )
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def wait_http(url: str, timeout: float = 30, process: subprocess.Popen[bytes] | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            raise RuntimeError(f"the server process exited with {process.returncode}")
+        with contextlib.suppress(httpx.TransportError):
+            httpx.get(url, timeout=1)
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"{url} did not answer within {timeout} s")
+
+
+@contextlib.contextmanager
+def process(args: list[str], ready_url: str, env: dict[str, str] | None = None) -> Iterator[None]:
+    """Run a server process until the block ends; stop it by its own pid."""
+    proc = subprocess.Popen(  # noqa: S603 - our own interpreter and fixed arguments
+        args,
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_http(ready_url, process=proc)
+        yield
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def serve_fake(database: Path, port: int) -> contextlib.AbstractContextManager[None]:
+    """``fake-lucy serve`` (one uvicorn worker) as a separate process."""
+    return process(
+        [sys.executable, "-m", "fake_lucy", "serve", "--port", str(port), "--database", str(database)],
+        f"http://127.0.0.1:{port}/healthz",
+    )
+
+
+def set_credits(base_url: str, account: str, balance: int) -> None:
+    httpx.put(
+        f"{base_url}/_fake/accounts/{account}/credits",
+        json={"balance": balance},
+        headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
+    ).raise_for_status()
