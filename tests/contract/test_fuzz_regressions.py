@@ -86,3 +86,17 @@ async def test_a_malformed_proposal_id_is_422_pointing_to_proposal_id_and_unchar
     assert "lucy-credits-charged" not in response.headers
     unknown = await api.get(f"{V1}/proposals/prop_{'a' * 22}")
     assert (unknown.status_code, unknown.json()["code"]) == (404, "not_found")
+
+
+@pytest.mark.parametrize("path", ["/_fake/requests", "/_fake/ledger", "/_fake/clock"])
+async def test_a_pointer_to_an_unknown_query_parameter_with_a_newline_matches_the_problem_schema(
+    admin, path
+) -> None:
+    """Found by the deep profile: ``GET /_fake/requests?bP\\x9f\\n=…`` answered a 422 whose pointer
+    ``/bP\\x9f\\n`` broke ``problem.schema.json``: its pattern ``^(/.*)?$`` refused a newline, which a
+    JSON Pointer may contain. (The ``admin`` client checks every problem body against the schema.)"""
+    response = await admin.http.get(path, params={"bad\nname": "x"})
+    assert response.status_code == 422
+    assert response.json()["details"]["errors"] == [
+        {"pointer": "/bad\nname", "detail": "is not a parameter of this operation"}
+    ]
