@@ -21,7 +21,7 @@ __all__ = [
 ]
 
 _IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,255}")
-_RETRY_ATTEMPT = re.compile(r"[0-9]{1,2}")
+_RETRY_ATTEMPT = re.compile(r"0|[1-9]|10")  # no sign, no leading zeros (the contract's pattern)
 _CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # C0, DEL and C1
 _VISIBLE_ASCII = re.compile(r"[\x20-\x7e]+")  # on the wire; other text is percent-encoded
 MAX_CLIENT_NAME = 100

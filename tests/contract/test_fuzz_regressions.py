@@ -100,3 +100,12 @@ async def test_a_pointer_to_an_unknown_query_parameter_with_a_newline_matches_th
     assert response.json()["details"]["errors"] == [
         {"pointer": "/bad\nname", "detail": "is not a parameter of this operation"}
     ]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("value", ["05", "00", "+1", "010"])
+async def test_retry_attempt_with_a_sign_or_leading_zeros_is_invalid_header(api, value) -> None:
+    response = await api.post(
+        "/api/agent-memory/v1/recall", json={"query": "x"}, headers={"Lucy-Retry-Attempt": value}
+    )
+    assert (response.status_code, response.json()["code"]) == (400, "invalid_header")
