@@ -8,16 +8,11 @@ from fake_lucy.domain.errors import DomainError
 
 __all__ = [
     "balance",
-    "billing_available",
     "charge",
     "check_can_charge",
     "set_balance",
     "set_billing",
 ]
-
-
-def billing_available(conn: sqlite3.Connection) -> bool:
-    return bool(conn.execute("SELECT billing_available FROM server_state WHERE id = 1").fetchone()[0])
 
 
 def set_billing(conn: sqlite3.Connection, available: bool) -> None:
@@ -29,14 +24,14 @@ def balance(conn: sqlite3.Connection, account: str) -> int:
     return 0 if row is None else int(row[0])
 
 
-def check_can_charge(conn: sqlite3.Connection, account: str) -> None:
-    """Step 12: the billing authority, then the balance."""
-    if not billing_available(conn):
+def check_can_charge(*, billing_available: bool, balance: int) -> None:
+    """Step 12: the billing authority, then the balance (both read in the write transaction)."""
+    if not billing_available:
         raise DomainError(
             "billing_unavailable",
             "the billing authority could not complete the request; nothing was executed or charged",
         )
-    if balance(conn, account) < 1:
+    if balance < 1:
         raise DomainError("insufficient_credits", "the account has no credits left; nothing was executed")
 
 

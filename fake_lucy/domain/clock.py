@@ -5,13 +5,14 @@ Expiry, idempotency retention, rate-limit refill and every timestamp the fake em
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 import time
 from datetime import UTC, datetime
 
 from fake_lucy.domain.errors import DomainError
 
-__all__ = ["advance", "format_us", "now_us", "parse_timestamp", "set_clock", "state"]
+__all__ = ["advance", "format_us", "from_state", "now_us", "parse_timestamp", "set_clock", "state"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -20,10 +21,14 @@ def _real_us() -> int:
     return time.time_ns() // 1000
 
 
+@functools.lru_cache(maxsize=16)
+def _whole_seconds(seconds: int) -> str:
+    return datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S")
+
+
 def format_us(us: int) -> str:
     seconds, micros = divmod(us, 1_000_000)
-    moment = datetime.fromtimestamp(seconds, tz=UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S") + f".{micros:06d}Z"
+    return f"{_whole_seconds(seconds)}.{micros:06d}Z"
 
 
 def parse_timestamp(value: str) -> int:
@@ -32,11 +37,16 @@ def parse_timestamp(value: str) -> int:
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
+def from_state(offset: int, frozen: int | None) -> int:
+    """The server time from the stored columns ``clock_offset_us`` and ``clock_frozen_us``."""
+    return int(frozen) if frozen is not None else _real_us() + int(offset)
+
+
 def now_us(conn: sqlite3.Connection) -> int:
     offset, frozen = conn.execute(
         "SELECT clock_offset_us, clock_frozen_us FROM server_state WHERE id = 1"
     ).fetchone()
-    return int(frozen) if frozen is not None else _real_us() + int(offset)
+    return from_state(offset, frozen)
 
 
 def state(conn: sqlite3.Connection) -> dict[str, object]:

@@ -15,8 +15,10 @@ from fake_lucy.domain.ids import IdFactory
 __all__ = [
     "PERMISSIONS",
     "Principal",
+    "PrincipalCache",
     "Scope",
     "authenticate",
+    "bump_auth_epoch",
     "create_credential",
     "hash_token",
     "revoke_credential",
@@ -77,12 +79,16 @@ def _scopes(user_id: str, listed: Iterable[dict[str, str]]) -> tuple[Scope, ...]
 
 
 def authenticate(conn: sqlite3.Connection, token: str) -> Principal | None:
+    return _load(conn, hash_token(token))
+
+
+def _load(conn: sqlite3.Connection, token_sha256: str) -> Principal | None:
     row = conn.execute(
         "SELECT c.id, c.tenant_id, c.account_id, c.user_id, c.permissions, c.scopes, c.builtin,"
         " t.auto_approve, t.proposal_ttl_seconds, t.rate_limit_per_minute"
         " FROM credentials c JOIN tenants t ON t.id = c.tenant_id"
         " WHERE c.token_sha256 = ? AND c.revoked = 0",
-        (hash_token(token),),
+        (token_sha256,),
     ).fetchone()
     if row is None:
         return None
@@ -98,6 +104,41 @@ def authenticate(conn: sqlite3.Connection, token: str) -> Principal | None:
         proposal_ttl_seconds=int(row[8]),
         rate_limit_per_minute=None if row[9] is None else int(row[9]),
     )
+
+
+def bump_auth_epoch(conn: sqlite3.Connection) -> None:
+    """Tell every worker's ``PrincipalCache`` that credentials or tenant policies changed.
+
+    A new random value rather than a counter: reset recreates the ``server_state`` row, and a
+    counter starting again from its seed value could meet an epoch a cache still holds.
+    """
+    conn.execute("UPDATE server_state SET auth_epoch = ? WHERE id = 1", (secrets.randbits(62),))
+
+
+class PrincipalCache:
+    """This process's authenticated principals by token hash, valid for one ``auth_epoch``.
+
+    The caller reads the epoch from ``server_state`` before asking, so a credential revoked or a
+    policy changed by any worker is seen by the next request of every worker. Unknown tokens are
+    not cached; the cache is emptied when it would pass ``max_entries``.
+    """
+
+    def __init__(self, max_entries: int = 10_000) -> None:
+        self._epoch: int | None = None
+        self._by_hash: dict[str, Principal] = {}
+        self._max_entries = max_entries
+
+    def authenticate(self, conn: sqlite3.Connection, token: str, *, epoch: int) -> Principal | None:
+        if epoch != self._epoch or len(self._by_hash) >= self._max_entries:
+            self._by_hash.clear()
+            self._epoch = epoch
+        digest = hash_token(token)
+        principal = self._by_hash.get(digest)
+        if principal is None:
+            principal = _load(conn, digest)
+            if principal is not None:
+                self._by_hash[digest] = principal
+        return principal
 
 
 def ensure_tenant(conn: sqlite3.Connection, tenant: str) -> None:
@@ -161,6 +202,7 @@ def create_credential(
             builtin,
         ),
     )
+    bump_auth_epoch(conn)
     return {
         "credential_id": credential_id,
         "token": token,
@@ -174,3 +216,4 @@ def revoke_credential(conn: sqlite3.Connection, credential_id: str) -> None:
     cursor = conn.execute("UPDATE credentials SET revoked = 1 WHERE id = ?", (credential_id,))
     if cursor.rowcount == 0:
         raise DomainError("not_found", "no credential has this id")
+    bump_auth_epoch(conn)

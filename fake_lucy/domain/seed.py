@@ -10,7 +10,7 @@ from fake_lucy.domain import clock
 from fake_lucy.domain.errors import DomainError
 from fake_lucy.domain.ids import IdFactory
 from fake_lucy.domain.lifecycle import create_memory
-from fake_lucy.domain.principals import Scope, create_credential, ensure_tenant
+from fake_lucy.domain.principals import Scope, bump_auth_epoch, create_credential, ensure_tenant
 from lucy_memory._contract import load_contract, schema_validator
 
 __all__ = [
@@ -80,8 +80,9 @@ def apply_seed(conn: sqlite3.Connection, ids: IdFactory, seed: dict[str, Any]) -
     """Seed an empty database (inside the caller's transaction)."""
     conn.execute(
         "INSERT INTO server_state (id, clock_offset_us, clock_frozen_us, billing_available,"
-        " id_sequence) VALUES (1, 0, NULL, 1, 0)"
+        " id_sequence, auth_epoch) VALUES (1, 0, NULL, 1, 0, 0)"
     )
+    bump_auth_epoch(conn)  # a new epoch after a reset, whatever the caches hold
     now = clock.format_us(clock.now_us(conn))
     for tenant in seed.get("tenants", []):
         ensure_tenant(conn, tenant["id"])

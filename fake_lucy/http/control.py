@@ -17,7 +17,12 @@ from starlette.responses import Response
 from fake_lucy.domain import billing, clock, faults, lifecycle
 from fake_lucy.domain.errors import DomainError
 from fake_lucy.domain.ids import random_request_id
-from fake_lucy.domain.principals import create_credential, ensure_tenant, revoke_credential
+from fake_lucy.domain.principals import (
+    bump_auth_epoch,
+    create_credential,
+    ensure_tenant,
+    revoke_credential,
+)
 from fake_lucy.domain.records import memory_dict, proposal_dict
 from fake_lucy.http import inputs
 from fake_lucy.http.problems import JSON, ProblemError, json_bytes, problem_response
@@ -269,6 +274,7 @@ def _put_policy(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tu
             " (SELECT id FROM credentials WHERE tenant_id = ?)",
             (tenant,),
         )
+    bump_auth_epoch(conn)  # principals carry their tenant's policy
     return 200, _policy(conn, tenant)
 
 

@@ -17,11 +17,11 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from fake_lucy.domain import billing, clock, faults, idempotency, lifecycle, ratelimit
+from fake_lucy.domain import billing, clock, faults, idempotency, lifecycle, ratelimit, server_state
 from fake_lucy.domain import journal as journaling
 from fake_lucy.domain.errors import DomainError
 from fake_lucy.domain.ids import random_request_id
-from fake_lucy.domain.principals import Principal, Scope, authenticate
+from fake_lucy.domain.principals import Principal, PrincipalCache, Scope
 from fake_lucy.domain.recall import query_terms, recall
 from fake_lucy.domain.records import proposal_dict
 from fake_lucy.http import inputs
@@ -65,15 +65,19 @@ class _Call:
     raw_body: bytes
     principal: Principal
     journal: journaling.JournalRow
+    now_us: int  # the server clock when the request arrived
+    faults_armed: bool  # may a fault fire? (at arrival; after step 13, as of its transaction)
     headers: dict[str, str] = field(default_factory=dict)  # added to every response
     delay_ms: int = 0
     client_name: str | None = None
+    journaled: bool = False  # the journal row was written in the request's own transaction
 
 
 class V1Pipeline:
     def __init__(self, fake: FakeLucy) -> None:
         self.fake = fake
         self.max_body = int(fake.contract["max_body_bytes"])
+        self.principals = PrincipalCache()
 
     @property
     def conn(self) -> sqlite3.Connection:
@@ -85,10 +89,10 @@ class V1Pipeline:
         request_id = random_request_id()
         try:
             raw_body = await inputs.read_body(request, self.max_body)  # 2
-            principal = self._authenticate(request)  # 3
+            start = server_state.at_start(self.conn)
+            principal = self._authenticate(request, start.auth_epoch)  # 3
         except DomainError as error:
             return problem_response(error, request_id)
-        now = clock.format_us(clock.now_us(self.conn))
         key = inputs.idempotency_key(request.headers) if operation == "propose" else None
         attempt = inputs.retry_attempt(request.headers)
         call = _Call(
@@ -99,13 +103,15 @@ class V1Pipeline:
             principal=principal,
             journal=journaling.JournalRow(
                 request_id=request_id,
-                at=now,
+                at=clock.format_us(start.now_us),
                 operation=operation,
                 credential_id=principal.credential_id,
                 idempotency_key=key,
                 retry_attempt=attempt if attempt is not None and attempt >= 0 else 0,
                 body_sha256=hashlib.sha256(raw_body).hexdigest(),
             ),
+            now_us=start.now_us,
+            faults_armed=start.faults_armed,
         )
         try:
             response = await self._steps(call, proposal_id)
@@ -115,6 +121,8 @@ class V1Pipeline:
             response = injected_response(injected.fault, request_id, injected.headers)
         except _Dropped:
             response = DropConnection()
+        if call.journaled:
+            return response
         if call.delay_ms:
             await asyncio.sleep(call.delay_ms / 1000)
         if isinstance(response, DropConnection):
@@ -144,11 +152,11 @@ class V1Pipeline:
 
     # -- steps 3 to 9 --------------------------------------------------------------------------
 
-    def _authenticate(self, request: Request) -> Principal:
+    def _authenticate(self, request: Request, auth_epoch: int) -> Principal:
         token = inputs.bearer_token(request.headers)
         if token is None:
             raise ProblemError("unauthenticated", "a bearer token is required")
-        principal = authenticate(self.conn, token)
+        principal = self.principals.authenticate(self.conn, token, epoch=auth_epoch)
         if principal is None:
             raise ProblemError("unauthenticated", "the bearer token is unknown or revoked")
         if principal.builtin and not self.fake.loopback:
@@ -172,11 +180,8 @@ class V1Pipeline:
                 details={"required_permission": needed},
             )
 
-    def _faults_exist(self) -> bool:
-        return self.conn.execute("SELECT 1 FROM faults WHERE remaining > 0 LIMIT 1").fetchone() is not None
-
     def _fault(self, call: _Call, phase: str) -> None:
-        if not self._faults_exist():
+        if not call.faults_armed:
             return
         fault = faults.take(
             self.conn,
@@ -214,7 +219,7 @@ class V1Pipeline:
                 self.conn,
                 credential_id=call.principal.credential_id,
                 per_minute=per_minute,
-                now_us=clock.now_us(self.conn),
+                now_us=call.now_us,
                 take=False,
             )
         call.headers["RateLimit-Policy"] = f'"credential";q={state.limit};w=60'
@@ -282,17 +287,34 @@ class V1Pipeline:
             at=now,
         )
 
+    def _before_commit(
+        self, conn: sqlite3.Connection, call: _Call, tx: server_state.TransactionState, status: int
+    ) -> None:
+        """The last statement of an executed request's transaction (step 13).
+
+        In the common case — no fault touched this request and none can fire after the commit —
+        the journal row joins this transaction; otherwise ``handle`` writes it after step 14.
+        """
+        call.faults_armed = tx.faults_armed
+        if tx.faults_armed or call.journal.fault_id is not None:
+            return
+        call.journal.status = status
+        call.journal.charged = True
+        journaling.append(conn, call.journal, max_rows=self.fake.settings.journal_size)
+        call.journaled = True
+
     def _recall(self, call: _Call, body: dict[str, Any]) -> Response:
         principal = call.principal
         with self.fake.db.write() as conn:
-            now = clock.format_us(clock.now_us(conn))
+            tx = server_state.in_transaction(conn, principal.account_id)
+            now = clock.format_us(tx.now_us)
             scopes: tuple[Scope, ...] = principal.scopes
             if "scope" in body:
                 scope = Scope(body["scope"]["kind"], body["scope"]["id"])
                 if not principal.sees(scope):
                     raise ProblemError("scope_forbidden", "the credential cannot see this scope")
                 scopes = (scope,)
-            billing.check_can_charge(conn, principal.account_id)
+            billing.check_can_charge(billing_available=tx.billing_available, balance=tx.balance)
             memories = recall(
                 conn,
                 tenant=principal.tenant_id,
@@ -304,6 +326,7 @@ class V1Pipeline:
                 now=now,
             )
             remaining = self._charge(conn, call, now)
+            self._before_commit(conn, call, tx, 200)
         call.journal.charged = True
         payload = {
             "memories": memories,
@@ -322,7 +345,8 @@ class V1Pipeline:
                 details={"errors": [error.as_dict() for error in errors]},
             )
         with self.fake.db.write() as conn:
-            now = clock.format_us(clock.now_us(conn))
+            tx = server_state.in_transaction(conn, principal.account_id)
+            now = clock.format_us(tx.now_us)
             lifecycle.expire_due(conn, now)
             row = conn.execute("SELECT * FROM proposals WHERE id = ?", (proposal_id,)).fetchone()
             if (
@@ -331,8 +355,9 @@ class V1Pipeline:
                 or not principal.sees(Scope(row["scope_kind"], row["scope_id"]))
             ):
                 raise ProblemError("not_found", "no proposal with this id is visible to the caller")
-            billing.check_can_charge(conn, principal.account_id)
+            billing.check_can_charge(billing_available=tx.billing_available, balance=tx.balance)
             remaining = self._charge(conn, call, now)
+            self._before_commit(conn, call, tx, 200)
         call.journal.charged = True
         payload = {
             "proposal": proposal_dict(row),
@@ -357,12 +382,13 @@ class V1Pipeline:
         secret = self._secret(call, body)
         held: faults.Fault | None = None
         with self.fake.db.write() as conn:
-            now_us = clock.now_us(conn)
+            tx = server_state.in_transaction(conn, principal.account_id)
+            now_us = tx.now_us
             now = clock.format_us(now_us)
             replay = idempotency.lookup(conn, principal, key, body_hash, now=now)  # 10
             if replay is not None:
-                return self._replay(conn, call, replay)
-            if self._faults_exist():
+                return self._replay(call, replay, tx.balance)
+            if tx.faults_armed:
                 held = faults.take(
                     conn,
                     operation="propose",
@@ -370,7 +396,7 @@ class V1Pipeline:
                     phase="in_flight",
                 )
             if held is None:
-                return self._execute_propose(conn, call, body, body_hash, secret, now_us)
+                return self._execute_propose(conn, call, body, body_hash, secret, tx)
             call.journal.fault_id = held.id
             call.headers["Fake-Lucy-Fault"] = held.id
             call.delay_ms = held.delay_ms or 0
@@ -390,7 +416,8 @@ class V1Pipeline:
         await asyncio.sleep((held.hold_ms or 0) / 1000)
         try:
             with self.fake.db.write() as conn:
-                return self._execute_propose(conn, call, body, body_hash, secret, clock.now_us(conn))
+                tx = server_state.in_transaction(conn, principal.account_id)
+                return self._execute_propose(conn, call, body, body_hash, secret, tx)
         except DomainError:
             with self.fake.db.write() as conn:
                 idempotency.discard(conn, principal.account_id, key)
@@ -403,16 +430,17 @@ class V1Pipeline:
         body: dict[str, Any],
         body_hash: str,
         secret: lifecycle.Placeholder | None,
-        now_us: int,
+        tx: server_state.TransactionState,
     ) -> Response:
         principal = call.principal
+        now_us = tx.now_us
         now = clock.format_us(now_us)
         lifecycle.expire_due(conn, now)
         if secret is None:  # 11
             plan = lifecycle.plan_proposal(conn, principal, body)
         else:
             plan = lifecycle.secret_plan(principal, body)
-        billing.check_can_charge(conn, principal.account_id)  # 12
+        billing.check_can_charge(billing_available=tx.billing_available, balance=tx.balance)  # 12
         expires_at = clock.format_us(now_us + principal.proposal_ttl_seconds * 1_000_000)
         row = lifecycle.create_proposal(  # 13
             conn,
@@ -448,10 +476,11 @@ class V1Pipeline:
             now=now,
             expires_at=clock.format_us(now_us + self.fake.settings.idempotency_ttl_seconds * 10**6),
         )
+        self._before_commit(conn, call, tx, 201)
         call.journal.charged = True
         return self._success(call, 201, payload, remaining)
 
-    def _replay(self, conn: sqlite3.Connection, call: _Call, replay: idempotency.Replay) -> Response:
+    def _replay(self, call: _Call, replay: idempotency.Replay, balance: int) -> Response:
         call.journal.replayed = True
         headers = {
             **call.headers,
@@ -459,7 +488,7 @@ class V1Pipeline:
             "Lucy-Original-Request-Id": replay.original_request_id,
             "Idempotent-Replayed": "true",
             "Lucy-Credits-Charged": "0",
-            "Lucy-Credits-Remaining": str(billing.balance(conn, call.principal.account_id)),
+            "Lucy-Credits-Remaining": str(balance),
         }
         return Response(replay.body, status_code=replay.status, headers=headers, media_type=JSON)
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from sqlalchemy import create_engine
 from sqlalchemy.pool import StaticPool
 
-from fake_lucy.store.tables import FTS_DDL, metadata
+from fake_lucy.store.tables import ADDED_COLUMNS, FTS_DDL, metadata
 
 __all__ = ["MEMORY", "Database"]
 
@@ -51,6 +51,10 @@ class Database:
         metadata.create_all(engine)
         engine.dispose(close=False)
         conn.execute(FTS_DDL)
+        for table, column, declaration in ADDED_COLUMNS:
+            existing = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+            if column not in existing:
+                conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
 
     @contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:

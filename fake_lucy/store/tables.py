@@ -11,7 +11,7 @@ from __future__ import annotations
 from sqlalchemy import Column, Index, LargeBinary, text
 from sqlmodel import Field, SQLModel
 
-__all__ = ["FTS_DDL", "metadata"]
+__all__ = ["ADDED_COLUMNS", "FTS_DDL", "metadata"]
 
 
 class Tenant(SQLModel, table=True):
@@ -190,7 +190,11 @@ class RateBucket(SQLModel, table=True):
 
 
 class ServerState(SQLModel, table=True):
-    """One row: the clock, the billing authority switch and the id sequence."""
+    """One row: the clock, the billing authority switch, the id sequence and the credential epoch.
+
+    ``auth_epoch`` changes (to a new random value) with every change to credentials or tenant
+    policies, including reset, so a worker's cache of authenticated principals knows it is stale.
+    """
 
     __tablename__ = "server_state"
     id: int = Field(default=1, primary_key=True)
@@ -198,6 +202,7 @@ class ServerState(SQLModel, table=True):
     clock_frozen_us: int | None = None
     billing_available: bool = True
     id_sequence: int = 0
+    auth_epoch: int = 0
 
 
 metadata = SQLModel.metadata
@@ -208,3 +213,6 @@ FTS_DDL = (
     "CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts USING fts5("
     "scope_tag, content, topic, tokenize = 'porter unicode61 remove_diacritics 2')"
 )
+
+# Columns added after the first release: ``create_schema`` adds them to an existing file.
+ADDED_COLUMNS = (("server_state", "auth_epoch", "INTEGER NOT NULL DEFAULT 0"),)

@@ -141,3 +141,16 @@ async def test_reset_gives_exactly_the_fresh_seeded_state(tmp_path) -> None:
     }
     await fresh.aclose()
     await used.aclose()
+
+
+async def test_a_database_from_before_the_credential_epoch_column_is_upgraded_at_start(tmp_path) -> None:
+    database = tmp_path / "older.sqlite3"
+    first = InProcessFake(database)
+    await first.aclose()
+    conn = sqlite3.connect(database)
+    conn.execute("ALTER TABLE server_state DROP COLUMN auth_epoch")
+    conn.close()
+    second = InProcessFake(database)
+    async with second.client() as client:
+        assert (await recall(client, "anything")).status_code == 200
+    await second.aclose()

@@ -49,6 +49,30 @@ async def test_unknown_and_revoked_tokens_are_401_with_a_bearer_challenge(fake, 
     assert (missing.status_code, missing.json()["code"]) == (401, "unauthenticated")
 
 
+async def test_a_token_in_use_is_refused_by_the_next_request_after_its_revocation(fake, admin) -> None:
+    created = await admin.create_credential()
+    async with fake.client(created["token"]) as client:
+        assert (await recall(client, "x")).status_code == 200
+        await admin.revoke(created["credential_id"])
+        assert (await recall(client, "x")).status_code == 401
+
+
+async def test_a_policy_change_applies_to_the_next_request_of_a_token_in_use(api, admin) -> None:
+    before = await propose(api, proposal_body("Decided before the policy change."))
+    await admin.set_policy(auto_approve="all", proposal_ttl_seconds=60)
+    after = await propose(api, proposal_body("Decided after the policy change."))
+    assert before.json()["proposal"]["status"] == "pending"
+    assert after.json()["proposal"]["status"] == "approved"
+
+
+async def test_a_reset_refuses_a_token_in_use_that_the_seed_does_not_have(fake, admin) -> None:
+    created = await admin.create_credential()
+    async with fake.client(created["token"]) as client:
+        assert (await recall(client, "x")).status_code == 200
+        await admin.reset()
+        assert (await recall(client, "x")).status_code == 401
+
+
 async def test_issued_tokens_are_long_and_stored_hashed(fake, admin) -> None:
     created = await admin.create_credential()
     assert len(created["token"]) >= 32

@@ -19,7 +19,7 @@ from fake_lucy.testing import FakeAdmin, ServeProcess
 from tests.conftest import HOOKS
 from tests.fake.test_billing import assert_parallel_spending_stops_at_zero
 from tests.fake.test_idempotency import assert_in_flight_conflict, assert_one_key_under_concurrency
-from tests.helpers import proposal_body, propose
+from tests.helpers import V1, proposal_body, propose
 
 pytestmark = [
     pytest.mark.anyio,
@@ -129,3 +129,20 @@ async def test_a_replay_a_reused_key_and_retention_are_the_same_on_both_workers(
         assert "Idempotent-Replayed" not in fresh.headers
         assert fresh.json()["proposal"]["id"] != first.json()["proposal"]["id"]
     assert len((await served_admin.proposals())["items"]) == 2
+
+
+async def test_a_revocation_and_a_policy_change_reach_the_worker_that_did_not_make_them(
+    served: ServeProcess, served_admin: FakeAdmin
+) -> None:
+    created = await served_admin.create_credential()
+    bearer = {"Authorization": f"Bearer {created['token']}"}
+    async with contextlib.AsyncExitStack() as stack:
+        clients = await clients_on_both_workers(served, stack, 2)
+        for client, _ in clients:  # each worker has authenticated both tokens
+            assert (await client.post(V1 + "/recall", json={"query": "x"}, headers=bearer)).status_code == 200
+            assert (await propose(client)).json()["proposal"]["status"] == "pending"
+        await served_admin.revoke(created["credential_id"])
+        await served_admin.set_policy(auto_approve="all")
+        for client, _ in clients:
+            assert (await client.post(V1 + "/recall", json={"query": "x"}, headers=bearer)).status_code == 401
+            assert (await propose(client)).json()["proposal"]["status"] == "approved"
