@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import sqlite3
 from dataclasses import dataclass, field
@@ -39,6 +40,7 @@ from fake_lucy.http.problems import (
 from fake_lucy.runtime import FakeLucy
 from lucy_memory._contract import (
     InvalidJSONError,
+    SchemaError,
     canonical_sha256,
     parse_json_object,
     schema_validator,
@@ -337,7 +339,7 @@ class V1Pipeline:
 
     def _status(self, call: _Call, proposal_id: str) -> Response:
         principal = call.principal
-        errors = schema_validator("proposal-status-request.schema.json").errors({"proposal_id": proposal_id})
+        errors = _proposal_id_errors(proposal_id)
         if errors:  # 9: the path parameter is the request of this operation
             raise ProblemError(
                 "invalid_request",
@@ -491,6 +493,12 @@ class V1Pipeline:
             "Lucy-Credits-Remaining": str(balance),
         }
         return Response(replay.body, status_code=replay.status, headers=headers, media_type=JSON)
+
+
+@functools.lru_cache(maxsize=1024)
+def _proposal_id_errors(proposal_id: str) -> tuple[SchemaError, ...]:
+    """Step 9 of a status call, cached: clients poll one id, and the answer depends on it alone."""
+    return tuple(schema_validator("proposal-status-request.schema.json").errors({"proposal_id": proposal_id}))
 
 
 class _Dropped(Exception):
