@@ -82,6 +82,20 @@ def _topic_target(tenant: str, scope: Scope, topic: str) -> str:
     return "t:" + json.dumps([tenant, scope.kind, scope.id, topic])
 
 
+def _require_version(head: sqlite3.Row, expected: int) -> None:
+    """A replacement must name the memory's active version (else ``version_conflict``)."""
+    if head["version"] != expected:
+        raise DomainError(
+            "version_conflict",
+            "the replacement names a version that is no longer the active one",
+            details={
+                "memory_id": head["id"],
+                "expected_version": expected,
+                "current_version": head["version"],
+            },
+        )
+
+
 def _topic_conflict(memory_id: str | None = None) -> DomainError:
     details = {"memory_id": memory_id} if memory_id else None
     return DomainError(
@@ -122,16 +136,7 @@ def plan_proposal(conn: sqlite3.Connection, principal: Principal, body: dict[str
             or not principal.sees(Scope(head["scope_kind"], head["scope_id"]))
         ):
             raise DomainError("memory_not_found", "no visible active memory has this id")
-        if head["version"] != replaces["version"]:
-            raise DomainError(
-                "version_conflict",
-                "the proposal replaces a version that is no longer the active one",
-                details={
-                    "memory_id": head["id"],
-                    "expected_version": replaces["version"],
-                    "current_version": head["version"],
-                },
-            )
+        _require_version(head, replaces["version"])
         if (head["scope_kind"], head["scope_id"]) != (scope.kind, scope.id):
             raise DomainError(
                 "invalid_request",
@@ -272,16 +277,7 @@ def approve(conn: sqlite3.Connection, ids: IdFactory, row: sqlite3.Row, *, now: 
         head = _memory_head(conn, tenant, row["replaces_memory_id"])
         if head is None or head["status"] != "active":
             raise DomainError("memory_not_found", "the memory this proposal replaces is gone")
-        if head["version"] != row["replaces_version"]:
-            raise DomainError(
-                "version_conflict",
-                "the replaced version is no longer the active one",
-                details={
-                    "memory_id": head["id"],
-                    "expected_version": row["replaces_version"],
-                    "current_version": head["version"],
-                },
-            )
+        _require_version(head, row["replaces_version"])
         if topic is not None:
             owner = _active_topic_owner(conn, tenant, scope, topic)
             if owner is not None and owner["id"] != head["id"]:
