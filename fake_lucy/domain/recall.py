@@ -44,6 +44,35 @@ def _score(rank: float) -> float:
     return max(0.0, float(f"{-rank:.3g}"))
 
 
+def _read_ranked(cursor: sqlite3.Cursor, limit: int) -> list[tuple[float, Any]]:
+    """Rows in rank order until the rounded score falls below the ``limit``-th row's, so that every
+    row tied with it at the edge takes part in the tie-break. Items: (rounded score, row)."""
+    try:
+        scored = [(_score(row["rank"]), row) for row in cursor.fetchmany(limit)]
+        if len(scored) == limit:
+            edge = scored[-1][0]
+            for row in cursor:
+                score = _score(row["rank"])
+                if score < edge:
+                    break
+                scored.append((score, row))
+    finally:
+        cursor.close()
+    return scored
+
+
+def _full_rows(conn: sqlite3.Connection, tenant: str, seqs: Sequence[int]) -> dict[int, sqlite3.Row]:
+    placeholders = ", ".join("?" for _ in seqs)
+    return {
+        row["seq"]: row
+        for row in conn.execute(
+            f"SELECT {MEMORY_COLUMNS} FROM memories m"  # noqa: S608 - constant columns and placeholders
+            f" WHERE m.seq IN ({placeholders}) AND m.tenant_id = ? AND m.status = 'active'",
+            [*seqs, tenant],
+        )
+    }
+
+
 def recall(
     conn: sqlite3.Connection,
     *,
@@ -58,33 +87,34 @@ def recall(
     """The best ``limit`` active memories; sets their ``last_accessed_at`` (not re-indexed)."""
     if not terms or not scopes:
         return []
-    sql = (
-        f"SELECT m.seq, m.id, m.importance, m.updated_at, {_BM25} AS rank FROM memory_fts"  # noqa: S608 - constant parts; values are bound
-        " JOIN memories m ON m.seq = memory_fts.rowid"
-        " WHERE memory_fts MATCH ? AND m.tenant_id = ? AND m.status = 'active'"
-    )
-    params: list[Any] = [_match_expression((scope_tag(tenant, s) for s in scopes), terms), tenant]
-    if kinds:
-        sql += f" AND m.kind IN ({', '.join('?' for _ in kinds)})"
-        params.extend(kinds)
-    if topic is not None:
-        sql += " AND m.topic = ?"
-        params.append(topic)
-    sql += " ORDER BY rank"
-    # Order by the *rounded* score: read rows in rank order until the rounded score falls below
-    # the limit-th row's, so that every row tied with it at the edge takes part in the tie-break.
-    cursor = conn.execute(sql, params)
-    try:
-        scored = [(_score(row["rank"]), row) for row in cursor.fetchmany(limit)]
-        if len(scored) == limit:
-            edge = scored[-1][0]
-            for row in cursor:
-                score = _score(row["rank"])
-                if score < edge:
-                    break
-                scored.append((score, row))
-    finally:
-        cursor.close()
+    expression = _match_expression((scope_tag(tenant, s) for s in scopes), terms)
+    if not kinds and topic is None:
+        # The index holds only active memories and its scope tags carry the tenant, so it ranks
+        # alone; the memories' rows are read for the candidates only.
+        cursor = conn.execute(
+            f"SELECT rowid, {_BM25} AS rank FROM memory_fts WHERE memory_fts MATCH ? ORDER BY rank",  # noqa: S608 - constant
+            (expression,),
+        )
+        candidates = _read_ranked(cursor, limit)
+        rows = _full_rows(conn, tenant, [row[0] for _, row in candidates])
+        if len(rows) != len(candidates):  # pragma: no cover - only on a 96-bit scope-tag collision
+            raise RuntimeError("the full-text index and the memories table disagree")
+        scored = [(score, rows[row[0]]) for score, row in candidates]
+    else:
+        sql = (
+            f"SELECT {MEMORY_COLUMNS}, {_BM25} AS rank FROM memory_fts"  # noqa: S608 - constant parts; values are bound
+            " JOIN memories m ON m.seq = memory_fts.rowid"
+            " WHERE memory_fts MATCH ? AND m.tenant_id = ? AND m.status = 'active'"
+        )
+        params: list[Any] = [expression, tenant]
+        if kinds:
+            sql += f" AND m.kind IN ({', '.join('?' for _ in kinds)})"
+            params.extend(kinds)
+        if topic is not None:
+            sql += " AND m.topic = ?"
+            params.append(topic)
+        cursor = conn.execute(sql + " ORDER BY rank", params)
+        scored = _read_ranked(cursor, limit)
     # score desc, importance desc, updated_at desc (fixed-width UTC text sorts as time), id asc:
     # two stable sorts, so that no timestamp needs parsing.
     scored.sort(key=lambda item: item[1]["id"])
@@ -92,25 +122,15 @@ def recall(
     del scored[limit:]
     if not scored:
         return []
-    ranked = [row for _, row in scored]
-    seqs = [r["seq"] for r in ranked]
-    placeholders = ", ".join("?" for _ in seqs)
-    # The full rows only for the winners (the ranking above reads just the sort keys).
-    full = {
-        row["seq"]: row
-        for row in conn.execute(
-            f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.seq IN ({placeholders})",  # noqa: S608 - placeholders only
-            seqs,
-        )
-    }
+    seqs = [row["seq"] for _, row in scored]
     conn.execute(
-        f"UPDATE memories SET last_accessed_at = ? WHERE seq IN ({placeholders})",  # noqa: S608 - placeholders only
+        f"UPDATE memories SET last_accessed_at = ? WHERE seq IN ({', '.join('?' for _ in seqs)})",  # noqa: S608 - placeholders only
         [now, *seqs],
     )
     result = []
-    for row in ranked:
-        item = memory_dict(full[row["seq"]])
+    for score, row in scored:
+        item = memory_dict(row)
         item["last_accessed_at"] = now
-        item["score"] = _score(row["rank"])
+        item["score"] = score
         result.append(item)
     return result
