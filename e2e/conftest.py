@@ -75,6 +75,8 @@ class Agent:
     token: str
     permissions: str
     base_url: str
+    account: str
+    credential_id: str
     name: str = "e2e-host"
     extra_env: dict[str, str] = field(default_factory=dict)
 
@@ -115,9 +117,12 @@ def new_agent(fake: RunningFake) -> Callable[..., Any]:
             scopes=scopes if scopes is not None else [PROJECT],
             credits=credits,
         )
-        agent = Agent(token=created["token"], permissions=permissions, base_url=fake.base_url)
-        agent.account = created["account"]  # type: ignore[attr-defined]
-        agent.credential_id = created["credential_id"]  # type: ignore[attr-defined]
-        return agent
+        return Agent(
+            token=created["token"],
+            permissions=permissions,
+            base_url=fake.base_url,
+            account=created["account"],
+            credential_id=created["credential_id"],
+        )
 
     return make
