@@ -29,7 +29,10 @@ MAX_CLIENT_NAME = 100
 
 async def read_body(request: Request, limit: int) -> bytes:
     """The raw body, refused with 413 as soon as it passes ``limit`` bytes."""
-    declared = request.headers.get("content-length")
+    headers = request.headers
+    declared = headers.get("content-length")
+    if declared is None and "transfer-encoding" not in headers:
+        return b""  # HTTP/1.1: a request with neither header has no body (RFC 9112, 6.3)
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise ProblemError("payload_too_large", f"the body is larger than {limit} bytes")
     chunks: list[bytes] = []
