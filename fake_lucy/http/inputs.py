@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from typing import Any
 from urllib.parse import unquote
 
-from starlette.datastructures import Headers
 from starlette.requests import Request
 
 from fake_lucy.domain.principals import PERMISSIONS
@@ -14,6 +15,7 @@ from fake_lucy.http.problems import ProblemError
 __all__ = [
     "bearer_token",
     "client_name",
+    "header_map",
     "idempotency_key",
     "permissions_header",
     "read_body",
@@ -27,9 +29,18 @@ _VISIBLE_ASCII = re.compile(r"[\x20-\x7e]+")  # on the wire; other text is perce
 MAX_CLIENT_NAME = 100
 
 
-async def read_body(request: Request, limit: int) -> bytes:
+def header_map(scope: Mapping[str, Any]) -> dict[str, str]:
+    """The request's headers by lower-case name, read once (the first of repeated names wins)."""
+    headers: dict[str, str] = {}
+    for name, value in scope["headers"]:
+        headers.setdefault(name.decode("latin-1").lower(), value.decode("latin-1"))
+    return headers
+
+
+async def read_body(request: Request, limit: int, headers: Mapping[str, str] | None = None) -> bytes:
     """The raw body, refused with 413 as soon as it passes ``limit`` bytes."""
-    headers = request.headers
+    if headers is None:
+        headers = request.headers
     declared = headers.get("content-length")
     if declared is None and "transfer-encoding" not in headers:
         return b""  # HTTP/1.1: a request with neither header has no body (RFC 9112, 6.3)
@@ -45,7 +56,7 @@ async def read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def bearer_token(headers: Headers) -> str | None:
+def bearer_token(headers: Mapping[str, str]) -> str | None:
     value = headers.get("authorization")
     if value is None:
         return None
@@ -60,7 +71,7 @@ def _invalid_header(name: str, rule: str) -> ProblemError:
     return ProblemError("invalid_header", f"the {name} header is malformed: {rule}", details={"header": name})
 
 
-def permissions_header(headers: Headers) -> frozenset[str] | None:
+def permissions_header(headers: Mapping[str, str]) -> frozenset[str] | None:
     """``Lucy-Permissions``: a comma-separated subset of the known permissions, or ``None``."""
     value = headers.get("lucy-permissions")
     if value is None:
@@ -73,7 +84,7 @@ def permissions_header(headers: Headers) -> frozenset[str] | None:
     return frozenset(items)
 
 
-def client_name(headers: Headers) -> str | None:
+def client_name(headers: Mapping[str, str]) -> str | None:
     """``Lucy-Client-Name``: ≤ 100 characters once percent-decoded, no control characters."""
     value = headers.get("lucy-client-name")
     if value is None:
@@ -91,7 +102,7 @@ def client_name(headers: Headers) -> str | None:
     return decoded
 
 
-def retry_attempt(headers: Headers) -> int | None:
+def retry_attempt(headers: Mapping[str, str]) -> int | None:
     """``Lucy-Retry-Attempt``: an integer 0–10; ``None`` when absent, ``-1`` when malformed."""
     value = headers.get("lucy-retry-attempt")
     if value is None:
@@ -102,7 +113,7 @@ def retry_attempt(headers: Headers) -> int | None:
     return int(value)
 
 
-def idempotency_key(headers: Headers) -> str | None:
+def idempotency_key(headers: Mapping[str, str]) -> str | None:
     """``Idempotency-Key``: 1–255 printable ASCII characters; ``None`` if absent or malformed."""
     value = headers.get("idempotency-key")
     if value is None or not _IDEMPOTENCY_KEY.fullmatch(value):

@@ -12,6 +12,7 @@ import asyncio
 import functools
 import hashlib
 import sqlite3
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +33,7 @@ from fake_lucy.http.problems import (
     JSON,
     PROBLEM,
     TYPE_BASE,
+    BytesResponse,
     ProblemError,
     json_bytes,
     problem_body,
@@ -62,6 +64,7 @@ class _Call:
     """What the pipeline has learned about one request so far."""
 
     request: Request
+    incoming: Mapping[str, str]  # the request's headers by lower-case name
     operation: str
     request_id: str
     raw_body: bytes
@@ -89,16 +92,18 @@ class V1Pipeline:
 
     async def handle(self, request: Request, operation: str, proposal_id: str | None = None) -> Response:
         request_id = random_request_id()
+        incoming = inputs.header_map(request.scope)
         try:
-            raw_body = await inputs.read_body(request, self.max_body)  # 2
+            raw_body = await inputs.read_body(request, self.max_body, incoming)  # 2
             start = server_state.at_start(self.conn)
-            principal = self._authenticate(request, start.auth_epoch)  # 3
+            principal = self._authenticate(incoming, start.auth_epoch)  # 3
         except DomainError as error:
             return problem_response(error, request_id)
-        key = inputs.idempotency_key(request.headers) if operation == "propose" else None
-        attempt = inputs.retry_attempt(request.headers)
+        key = inputs.idempotency_key(incoming) if operation == "propose" else None
+        attempt = inputs.retry_attempt(incoming)
         call = _Call(
             request=request,
+            incoming=incoming,
             operation=operation,
             request_id=request_id,
             raw_body=raw_body,
@@ -154,8 +159,8 @@ class V1Pipeline:
 
     # -- steps 3 to 9 --------------------------------------------------------------------------
 
-    def _authenticate(self, request: Request, auth_epoch: int) -> Principal:
-        token = inputs.bearer_token(request.headers)
+    def _authenticate(self, incoming: Mapping[str, str], auth_epoch: int) -> Principal:
+        token = inputs.bearer_token(incoming)
         if token is None:
             raise ProblemError("unauthenticated", "a bearer token is required")
         principal = self.principals.authenticate(self.conn, token, epoch=auth_epoch)
@@ -170,7 +175,7 @@ class V1Pipeline:
         return principal
 
     def _check_permissions(self, call: _Call) -> None:
-        narrowed = inputs.permissions_header(call.request.headers)
+        narrowed = inputs.permissions_header(call.incoming)
         effective = call.principal.permissions
         if narrowed is not None:
             effective = effective & narrowed
@@ -234,7 +239,7 @@ class V1Pipeline:
             )
 
     def _parse(self, call: _Call) -> dict[str, Any]:
-        headers = call.request.headers
+        headers = call.incoming
         body: dict[str, Any] = {}
         if call.request.method == "POST":
             content_type = headers.get("content-type", "")
@@ -278,7 +283,7 @@ class V1Pipeline:
             "Lucy-Credits-Charged": "1",
             "Lucy-Credits-Remaining": str(remaining),
         }
-        return Response(body, status_code=status, headers=headers, media_type=JSON)
+        return BytesResponse(body, status_code=status, headers=headers, media_type=JSON)
 
     def _charge(self, conn: sqlite3.Connection, call: _Call, now: str) -> int:
         return billing.charge(
@@ -369,7 +374,7 @@ class V1Pipeline:
         return self._success(call, 200, json_bytes(payload), remaining)
 
     def _secret(self, call: _Call, body: dict[str, Any]) -> lifecycle.Placeholder | None:
-        token = inputs.bearer_token(call.request.headers)
+        token = inputs.bearer_token(call.incoming)
         for name in ("content", "justification", "topic"):
             value = body.get(name)
             if isinstance(value, str) and self.fake.scanner.find(value, caller_token=token):
@@ -492,7 +497,7 @@ class V1Pipeline:
             "Lucy-Credits-Charged": "0",
             "Lucy-Credits-Remaining": str(balance),
         }
-        return Response(replay.body, status_code=replay.status, headers=headers, media_type=JSON)
+        return BytesResponse(replay.body, status_code=replay.status, headers=headers, media_type=JSON)
 
 
 @functools.lru_cache(maxsize=1024)

@@ -11,7 +11,16 @@ from starlette.responses import Response
 from fake_lucy.domain.errors import DomainError
 from lucy_memory._contract import load_contract
 
-__all__ = ["ERRORS", "JSON", "PROBLEM", "TYPE_BASE", "ProblemError", "json_bytes", "problem_response"]
+__all__ = [
+    "ERRORS",
+    "JSON",
+    "PROBLEM",
+    "TYPE_BASE",
+    "BytesResponse",
+    "ProblemError",
+    "json_bytes",
+    "problem_response",
+]
 
 JSON = "application/json"
 PROBLEM = "application/problem+json"
@@ -20,6 +29,21 @@ _API = load_contract("agent-memory-api")
 _CONTROL = load_contract("fake-control")
 ERRORS: dict[str, dict[str, Any]] = {**_CONTROL["errors"], **_API["errors"]}
 TYPE_BASE: str = _API["problem_type_base"]
+
+
+class BytesResponse(Response):
+    """A response whose body is already bytes and whose headers are plain ASCII: it encodes them
+    once, without Starlette's general header handling (the v1 hot path builds one per request)."""
+
+    def __init__(self, body: bytes, *, status_code: int, headers: Mapping[str, str], media_type: str) -> None:
+        self.status_code = status_code
+        self.body = body
+        self.background = None
+        self.raw_headers = [
+            *((name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in headers.items()),
+            (b"content-type", media_type.encode("latin-1")),
+            (b"content-length", str(len(body)).encode("latin-1")),
+        ]
 
 
 class ProblemError(DomainError):
@@ -55,4 +79,6 @@ def problem_response(
     all_headers = {"Lucy-Request-Id": request_id, **error.headers, **(headers or {})}
     if error.code == "unauthenticated":
         all_headers.setdefault("WWW-Authenticate", "Bearer")
-    return Response(json_bytes(body), status_code=body["status"], headers=all_headers, media_type=PROBLEM)
+    return BytesResponse(
+        json_bytes(body), status_code=body["status"], headers=all_headers, media_type=PROBLEM
+    )
