@@ -144,9 +144,11 @@ def create_app(fake: FakeLucy) -> FastAPI:
 
     async def unexpected(request: Request, exc: Exception) -> Response:
         log.exception("unexpected error while serving %s %s", request.method, request.url.path)
+        # Starlette answers this outside every middleware, so the version header is added here.
         return problem_response(
             DomainError("internal", "the fake hit an unexpected error; see its log"),
             random_request_id(),
+            {"Fake-Lucy-Version": __version__},
         )
 
     app.add_exception_handler(StarletteHTTPException, http_error)
