@@ -20,6 +20,7 @@ from tests.contract.fuzzing import (
     TALLY,
     close_throwaway,
     fuzz_config,
+    repair_positive_headers,
     stateful_settings,
     throwaway_fake,
 )
@@ -48,6 +49,7 @@ def test_the_fuzzer_sees_every_v1_operation_of_the_contract() -> None:
 @schema.parametrize()
 def test_every_v1_operation_holds_the_contract_under_fuzzing(case: Case) -> None:
     FAKE.reset()
+    repair_positive_headers(case)
     TALLY.start("v1")
     response = case.call_and_validate()
     TALLY.record("v1", response.status_code)
