@@ -97,7 +97,23 @@ class LiveServer(_Shape):
         self.socket.bind(("127.0.0.1", 0))
         self.port: int = self.socket.getsockname()[1]
         self.base_url = f"http://127.0.0.1:{self.port}"
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.socket]}, daemon=True)
+        self._settled = threading.Event()  # set once the server is serving, or has given up
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+
+    def _serve(self) -> None:
+        server = self.server
+        settled = self._settled
+
+        async def startup_then_signal(sockets: list[socket.socket] | None = None) -> None:
+            await original_startup(sockets=sockets)
+            settled.set()
+
+        original_startup = server.startup
+        server.startup = startup_then_signal  # type: ignore[method-assign]  # uvicorn has no started event
+        try:
+            server.run(sockets=[self.socket])
+        finally:
+            settled.set()
 
     def reset(self) -> float:
         response = httpx.post(
@@ -114,11 +130,8 @@ class LiveServer(_Shape):
 
     def _run(self) -> None:
         self.thread.start()
-        deadline = time.monotonic() + 10
-        while not self.server.started:
-            if not self.thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("the fake's uvicorn server did not start")
-            time.sleep(0.005)
+        if not self._settled.wait(timeout=10) or not self.server.started:
+            raise RuntimeError("the fake's uvicorn server did not start")
 
     def stop(self) -> None:
         self.server.should_exit = True
@@ -160,6 +173,7 @@ class ServeProcess(_Shape):
         )
 
     def wait_ready(self, timeout: float = 20) -> None:
+        # Another process: nothing to wait on but its socket, so poll /healthz briefly.
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
