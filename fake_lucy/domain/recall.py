@@ -124,8 +124,9 @@ def recall(
         return []
     seqs = [row["seq"] for _, row in scored]
     conn.execute(
-        f"UPDATE memories SET last_accessed_at = ? WHERE seq IN ({', '.join('?' for _ in seqs)})",  # noqa: S608 - placeholders only
-        [now, *seqs],
+        f"INSERT INTO memory_access (seq, last_accessed_at) VALUES {', '.join('(?, ?)' for _ in seqs)}"  # noqa: S608 - placeholders only
+        " ON CONFLICT (seq) DO UPDATE SET last_accessed_at = excluded.last_accessed_at",
+        [value for seq in seqs for value in (seq, now)],
     )
     result = []
     for score, row in scored:

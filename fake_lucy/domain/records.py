@@ -5,12 +5,14 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-__all__ = ["MEMORY_COLUMNS", "PROPOSAL_COLUMNS", "memory_dict", "proposal_dict"]
+__all__ = ["LAST_ACCESSED_AT", "MEMORY_COLUMNS", "PROPOSAL_COLUMNS", "memory_dict", "proposal_dict"]
 
+# ``memories m``'s access time, kept in its own narrow table (see ``store.tables.MemoryAccess``).
+LAST_ACCESSED_AT = "(SELECT a.last_accessed_at FROM memory_access a WHERE a.seq = m.seq) AS last_accessed_at"
 MEMORY_COLUMNS = (
     "m.seq, m.id, m.tenant_id, m.scope_kind, m.scope_id, m.version, m.kind, m.topic, m.content,"
     " m.importance, m.status, m.source, m.created_at, m.updated_at, m.approved_at,"
-    " m.last_accessed_at"
+    f" {LAST_ACCESSED_AT}"
 )
 PROPOSAL_COLUMNS = "p.*"
 

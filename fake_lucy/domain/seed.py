@@ -50,6 +50,7 @@ _TABLES = (
     "memory_fts",
     "memory_versions",
     "memories",
+    "memory_access",
     "proposals",
     "idempotency_records",
     "ledger",

@@ -23,7 +23,7 @@ from fake_lucy.domain.principals import (
     ensure_tenant,
     revoke_credential,
 )
-from fake_lucy.domain.records import memory_dict, proposal_dict
+from fake_lucy.domain.records import LAST_ACCESSED_AT, memory_dict, proposal_dict
 from fake_lucy.http import inputs
 from fake_lucy.http.problems import JSON, ProblemError, json_bytes, problem_response
 from fake_lucy.runtime import FakeLucy
@@ -195,7 +195,7 @@ def _list_memories(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) ->
     size = _query_int(ctx, "limit", PAGE_SIZE, 1, MAX_PAGE)
     after = _cursor(ctx)
     sql = (
-        "SELECT m.id, m.tenant_id, m.scope_kind, m.scope_id, m.created_at, m.last_accessed_at,"
+        f"SELECT m.id, m.tenant_id, m.scope_kind, m.scope_id, m.created_at, {LAST_ACCESSED_AT},"  # noqa: S608 - constant
         " v.version, v.kind, v.topic, v.content, v.importance, v.status, v.source, v.updated_at,"
         " v.approved_at FROM memory_versions v JOIN memories m ON m.id = v.memory_id WHERE 1 = 1"
     )

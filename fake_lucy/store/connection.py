@@ -55,6 +55,20 @@ class Database:
             existing = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
             if column not in existing:
                 conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
+        self._move_access_times()
+
+    def _move_access_times(self) -> None:
+        """A file written before ``memory_access`` existed keeps ``last_accessed_at`` in
+        ``memories``: move the values over once (the old column stays, always NULL)."""
+        conn = self.conn
+        if "last_accessed_at" not in {row[1] for row in conn.execute("PRAGMA table_info(memories)")}:
+            return
+        with self.write():
+            conn.execute(
+                "INSERT OR IGNORE INTO memory_access (seq, last_accessed_at)"
+                " SELECT seq, last_accessed_at FROM memories WHERE last_accessed_at IS NOT NULL"
+            )
+            conn.execute("UPDATE memories SET last_accessed_at = NULL WHERE last_accessed_at IS NOT NULL")
 
     @contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:

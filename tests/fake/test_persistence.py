@@ -18,6 +18,7 @@ TABLES = [
     "credentials",
     "memories",
     "memory_versions",
+    "memory_access",
     "proposals",
     "idempotency_records",
     "ledger",
@@ -56,6 +57,48 @@ async def test_state_survives_a_restart_on_the_same_file(tmp_path) -> None:
     assert (await second.admin.clock())["now"] >= clock
     assert found[0]["last_accessed_at"] >= clock
     await second.aclose()
+
+
+async def test_access_times_survive_a_restart(tmp_path) -> None:
+    database = tmp_path / "access.sqlite3"
+    first = InProcessFake(database)
+    async with first.client() as client:
+        created = await propose(client, proposal_body("Access-time decision about Postgres."))
+        await first.admin.approve(created.json()["proposal"]["id"])
+        stamped = (await recall(client, "postgres")).json()["memories"][0]["last_accessed_at"]
+    await first.aclose()
+    second = InProcessFake(database)
+    assert [m["last_accessed_at"] for m in (await second.admin.memories())["items"]] == [stamped]
+    await second.aclose()
+
+
+async def test_access_times_of_a_file_from_before_memory_access_are_moved_over(tmp_path) -> None:
+    database = tmp_path / "old.sqlite3"
+    first = InProcessFake(database)
+    async with first.client() as client:
+        created = await propose(client, proposal_body("Old-format decision about Postgres."))
+        await first.admin.approve(created.json()["proposal"]["id"])
+    await first.aclose()
+    # The layout of earlier releases: the access time is a column of ``memories``.
+    conn = sqlite3.connect(database)
+    with conn:
+        conn.execute("DROP TABLE memory_access")
+        conn.execute("ALTER TABLE memories ADD COLUMN last_accessed_at VARCHAR")
+        conn.execute("UPDATE memories SET last_accessed_at = '2026-01-02T03:04:05.000000Z'")
+    conn.close()
+    second = InProcessFake(database)
+    items = (await second.admin.memories())["items"]
+    assert [m["last_accessed_at"] for m in items] == ["2026-01-02T03:04:05.000000Z"]
+    async with second.client() as client:
+        found = (await recall(client, "postgres")).json()["memories"]
+    assert found[0]["last_accessed_at"] > "2026-01-02T03:04:05.000000Z"
+    await second.aclose()
+    conn = sqlite3.connect(database)
+    try:
+        assert conn.execute("SELECT last_accessed_at FROM memories").fetchall() == [(None,)]
+        assert conn.execute("SELECT count(*) FROM memory_access").fetchone() == (1,)
+    finally:
+        conn.close()
 
 
 async def test_a_seed_is_applied_only_to_a_new_database(tmp_path) -> None:
@@ -117,6 +160,7 @@ async def test_reset_gives_exactly_the_fresh_seeded_state(tmp_path) -> None:
     async with used.client() as client:
         created = await propose(client, proposal_body())
         await used.admin.approve(created.json()["proposal"]["id"])
+        assert len((await recall(client, "postgresql")).json()["memories"]) == 1  # stamps an access time
         await used.admin.create_credential("other_tenant", credits=3)
         await used.admin.set_policy(auto_approve="all", rate_limit_per_minute=100)
         await used.admin.set_billing(False)
