@@ -8,7 +8,6 @@ accepted it: the scenarios run only once both workers hold some of the connectio
 from __future__ import annotations
 
 import contextlib
-from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -30,18 +29,19 @@ pytestmark = [
 ESTABLISHED = "01"
 
 
-def connections_by_pid(port: int) -> Counter[int]:
-    """How many established connections to ``port`` each local process holds (server side)."""
+def connections_by_pid(port: int) -> dict[str, int]:
+    """The established connections to ``port`` (server side): socket inode → the pid holding it."""
     inodes = set()
     for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
         fields = line.split()
         if int(fields[1].rsplit(":", 1)[1], 16) == port and fields[3] == ESTABLISHED:
             inodes.add(f"socket:[{fields[9]}]")
-    held: Counter[int] = Counter()
+    held: dict[str, int] = {}
     for fd in Path("/proc").glob("[0-9]*/fd/*"):
         with contextlib.suppress(OSError):
-            if str(fd.readlink()) in inodes:
-                held[int(fd.parts[2])] += 1
+            target = str(fd.readlink())
+            if target in inodes:
+                held[target] = int(fd.parts[2])
     return held
 
 
@@ -54,9 +54,10 @@ async def clients_on_both_workers(
         client = await stack.enter_async_context(server.client(event_hooks=HOOKS, timeout=30))
         before = connections_by_pid(server.port)
         assert (await client.get("/healthz")).status_code == 200
-        gained = connections_by_pid(server.port) - before
+        # New sockets only: a worker may close an idle keep-alive connection meanwhile.
+        gained = {pid for inode, pid in connections_by_pid(server.port).items() if inode not in before}
         assert len(gained) == 1, gained
-        clients.append((client, next(iter(gained))))
+        clients.append((client, gained.pop()))
         if len(clients) >= count and len({pid for _, pid in clients[-count:]}) == 2:
             return clients[-count:]
     raise AssertionError("the connections never reached both workers")
