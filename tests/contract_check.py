@@ -27,7 +27,8 @@ _ROUTES = _routes("agent-memory-api") + _routes("fake-control")
 def check_response(response: httpx.Response) -> None:
     request = response.request
     path = request.url.path
-    assert response.headers.get("fake-lucy-version"), "every response carries Fake-Lucy-Version"
+    versions = response.headers.get_list("fake-lucy-version")
+    assert len(versions) == 1 and versions[0], "every response carries Fake-Lucy-Version, once"
     if path in ("/healthz",):
         assert not schema_validator("health.schema.json").errors(response.json())
         return
