@@ -213,19 +213,38 @@ def main() -> None:
 
 NOTES = """## What was changed for speed, and what the misses are
 
-Two rounds of changes, each profiled first: round 1 with pyinstrument (a direct ASGI driver) and
+Three rounds of changes, each profiled first: round 1 with pyinstrument (a direct ASGI driver) and
 py-spy (the `fake-lucy serve` process under wrk), round 2 with cProfile and pyinstrument (the same
-kind of driver, and the uvicorn server in process under wrk). Each row is before → after; app time
-is measured in process through a direct ASGI driver (not part of `make bench`; best of 3 × 2,000
-calls; a bare FastAPI GET costs ~26 µs the same way), HTTP with wrk on this machine. Round 1:
-commit d06c8c1 vs f86330d (best of 2 × 5 s). Round 2: e1bb8e4 (its `make bench` run: status
-3,372, recall 1,725, propose 2,177 req/s) vs the tables at the top of this file.
+kind of driver, and the uvicorn server in process under wrk), round 3 with py-spy under wrk, a
+direct ASGI driver with per-statement SQLite timings, and cProfile. Each row is before → after; app
+time is measured in process through a direct ASGI driver (not part of `make bench`; best of 3 ×
+2,000–10,000 calls; a bare FastAPI GET costs ~26 µs the same way), HTTP with wrk on this machine.
+Round 1: commit d06c8c1 vs f86330d (best of 2 × 5 s). Round 2: e1bb8e4 (its `make bench` run:
+status 3,372, recall 1,725, propose 2,177 req/s) vs 4ffe67f. Round 3: e1c948d (its `make bench`
+run: status 0.59×, recall 0.27×, propose 0.36×) vs the tables at the top of this file.
 
-| | round 1: app µs/call | round 1: × bare | round 2: app µs/call | round 2: × bare |
-|---|---:|---:|---:|---:|
-| recall | 751–765 → 377–387 | 0.15× → 0.25× | 379 → 335 | 0.25× → 0.27× |
-| proposal status | 228–237 → 131–134 | 0.32× → 0.44× | 130 → 77 | 0.44× → 0.58× |
-| propose | 441–443 → 255–258 | 0.23× → 0.33× | 253 → 207 | 0.32× → 0.38× |
+| | r1: app µs | r1: × bare | r2: app µs | r2: × bare | r3: app µs | r3: × bare |
+|---|---:|---:|---:|---:|---:|---:|
+| recall | 751–765 → 377–387 | 0.15× → 0.25× | 379 → 335 | 0.25× → 0.27× | 313–337 → 260–267 | 0.27× → 0.31× |
+| status | 228–237 → 131–134 | 0.32× → 0.44× | 130 → 67 | 0.44× → 0.59× | 67–68 → 58 | 0.59× → 0.65× |
+| propose | 441–443 → 255–258 | 0.23× → 0.33× | 253 → 207 | 0.32× → 0.36× | – | 0.36× → 0.39× |
+
+Round 3 (no behaviour of the contract changed; the suite passes, plus tests for each change):
+
+- **Responses encoded with orjson** (`json_bytes` in `fake_lucy/http/problems.py`): the same bytes
+  as the standard library's compact UTF-8 output but for the spelling of some floats (same values;
+  the standard library stays as the fallback for what orjson refuses). A recall answer: 25 → 1.6 µs.
+- **Access times in a narrow `memory_access` table** (`fake_lucy/store/tables.py`): a recall stamps
+  `last_accessed_at` on every memory it returns; in the wide `memories` rows that dirtied one page,
+  so one WAL frame (~4 µs) at commit, per returned memory. Rows of ~40 bytes share pages: the
+  recall's commit went from ~40 to ~18 µs. Older files have their access times moved at start.
+- **v1 routes in front of FastAPI's middleware stack** (`V1Routes` in `fake_lucy/app.py`), adding the
+  version header and answering an unexpected error with the 500 problem themselves (~3 µs).
+- Measured and left: `wal_autocheckpoint` 20,000 pages (no change over wrk rounds), and a
+  rowid-partitioned index (each scope's memories in their own rowid range, matched by
+  `rowid BETWEEN` instead of the scope-tag phrase: identical scores; 96 vs 78 µs on the bench
+  store of 1,000 memories in 2 scopes, 349 vs 485 µs at 100,000 in 100 scopes — slower where the
+  throughput is measured, so not taken).
 
 Round 2 (per request: ~15 SQL statements and two commits → ~9 statements and one commit for
 status; no behaviour of the contract changed: the suite passes unchanged, plus tests for the cache):
@@ -246,6 +265,9 @@ status; no behaviour of the contract changed: the suite passes unchanged, plus t
 - **The proposal-id schema check of status cached per id** (a pure function of the id; clients
   poll one id, as the benchmark does; a first call for an id pays the jsonschema check, ~8–20 µs).
 - `clock.format_us` caches the whole-seconds text (one `strftime` per second instead of per call).
+- FastAPI's native telemetry off (a per-request provider check, ~4 µs; the bare app has the same
+  setting so the ratio stays fair), no body read when no header declares one, pre-encoded response
+  headers, request headers read once.
 - Measured and left: the global expiry sweep on status costs ~2 µs (a row-only expiry would
   change what an administrative delete supersedes, which does not sweep), SQLite `mmap_size`,
   `cache_size` and `wal_autocheckpoint` (no measurable change), `gc.freeze()` after start (none).
@@ -264,8 +286,8 @@ Round 1:
   58,500 instances over every schema gave identical errors. Propose validation 149 → ~30 µs.
 - **The three v1 routes dispatched before FastAPI's router** (`V1Routes` in `fake_lucy/app.py`): an
   exact method + path match calls the same pipeline handler; everything else (405, 404, control
-  API) still goes through FastAPI. It sits inside the error middleware, so unexpected errors are
-  answered as before. Saves the router's matching and dependency solving (~20% of a status call).
+  API) still goes through FastAPI. Saves the router's matching and dependency solving (~20% of a
+  status call).
 - **Recall ranking** (`fake_lucy/domain/recall.py`): the ranking query reads only the sort keys
   (full rows are loaded for the winners only), rows are read in rank order until the rounded score
   drops below the limit-th one (instead of re-running the query for *all* matches whenever the
@@ -276,26 +298,26 @@ Round 1:
 
 Misses, and why:
 
-- **Proposal status, ~0.57–0.59× over the last runs (target 0.60×), missed narrowly.** Round 2 took
-  the app time from ~130 to ~77 µs; round 3 switched FastAPI's native telemetry off (a per-request
-  provider check, ~4 µs; the bare app was given the same setting so the ratio stays fair) and
-  skipped reading a body that no header declares (~4 µs), answered with pre-encoded response
-  headers and read the request headers once (~8 µs): 82.6 → 67 µs in process, 0.57× → 0.59×.
-  What is left is the contract's own work: one write transaction with the expiry sweep,
-  the proposal read, a conditional charge, a ledger row and the journal row (~40 µs of SQLite,
-  mostly the commit's WAL page writes), the JSON body, and the response's six headers, which h11
-  validates one by one in pure Python (outside the app, uvicorn, h11 and the socket cost ~100 µs
-  per request of the bare endpoint too). Left: one transaction from arrival to response (the
-  arrival read and its own read transaction would go, ~4 µs) and a leaner response object — a
-  few µs each, within this machine's round-to-round noise (±5%).
-- **Recall, 0.27× (target 0.50×), missed.** Of ~335 µs in process, ~145 µs is the FTS5 query whose
-  bm25 ranking scores every match (~50 per query on the bench store), ~25 µs the JSON of ten
-  memories, ~20 µs schema validation (jsonschema, pure Python); the target means ~110 µs in all.
-  It needs a cheaper ranking than bm25 over every match (e.g. ranking with precomputed term
-  statistics) and a compiled JSON Schema validator (e.g. jsonschema-rs, a new dependency).
-- **Propose, 0.38× (target 0.35×), met**, with the margin of this run; RFC 8785 hashing, the secret
-  scan and schema validation (pure Python) and five writes (proposal, charge, ledger, idempotency
-  record, journal) remain.
+- **Recall, 0.31× (target 0.50×), missed.** The bare POST endpoint answers in ~138 µs per request
+  (7,230 req/s), so 0.50× allows ~277 µs per recall; a recall takes ~442 µs, of which ~260 µs is
+  the app in process and ~180 µs uvicorn, h11 and the socket (a 4.5 KB answer with six headers).
+  Of the app's time, ~116 µs is SQLite: the FTS5 query alone is ~69 µs, of which ~50 µs is bm25
+  ranking every match (~50 on the bench store: FTS5 first counts, for each phrase of the query —
+  the scope tag too — the rows that contain it, then walks every match's positions), and the
+  commit ~18 µs; the rest is Python (schema validation ~24 µs, the ten memory objects ~15 µs).
+  The floor on this stack: if a recall cost only what a status call costs (58 µs, the contract's
+  transaction, charge, ledger and journal) plus its FTS5 query, it would still take ~307 µs per
+  request with uvicorn's share, ≤ 0.45×. Reaching 0.50× needs one of: a ranking that does not
+  run bm25 over every match (changes the scores SPEC defines as FTS5's bm25), a cache of ranked
+  results (which this benchmark's repeated query would flatter, so it would not measure recall),
+  or a faster HTTP stack — which lifts the bare endpoint more: with httptools and uvloop on both,
+  bare GET/POST went to 16,868/14,644 req/s and the fake's status to 0.47×, recall to 0.16×.
+- **Propose, 0.39× (target 0.35×), met**; RFC 8785 hashing, the secret scan and schema validation
+  (pure Python) and five writes (proposal, charge, ledger, idempotency record, journal) remain.
+- **Proposal status, 0.65× (target 0.60×), met**; over this run's three rounds 0.62–0.65×. What is
+  left is the contract's own work: one write transaction with the expiry sweep, the proposal read,
+  a conditional charge, a ledger row and the journal row (~38 µs of SQLite, the commit ~14 µs of
+  it), and the response's headers, which h11 validates one by one in pure Python.
 - **moto** serves SQS through werkzeug's threaded development server, which closes the connection
   after every response, and dispatches through moto's all-services router; it is the slowest
   server here by far, and slows further as SendMessage fills the queue over the rounds.
