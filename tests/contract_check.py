@@ -28,7 +28,8 @@ def check_response(response: httpx.Response) -> None:
     request = response.request
     path = request.url.path
     versions = response.headers.get_list("fake-lucy-version")
-    assert len(versions) == 1 and versions[0], "every response carries Fake-Lucy-Version, once"
+    assert len(versions) == 1, "every response carries Fake-Lucy-Version, once"
+    assert versions[0], "Fake-Lucy-Version is not empty"
     if path in ("/healthz",):
         assert not schema_validator("health.schema.json").errors(response.json())
         return
