@@ -84,7 +84,7 @@ def wait_http(url: str, timeout: float = 30, process: subprocess.Popen[bytes] | 
         with contextlib.suppress(httpx.TransportError):
             httpx.get(url, timeout=1)
             return
-        time.sleep(0.05)
+        time.sleep(0.05)  # another process: nothing to wait on but its socket
     raise RuntimeError(f"{url} did not answer within {timeout} s")
 
 

@@ -124,7 +124,7 @@ class Seeder:
                 "INSERT INTO memory_fts (rowid, scope_tag, content, topic) VALUES (?, ?, ?, '')",
                 ((last + 1 + i, self.tags[where[i]], texts[i]) for i in range(n)),
             )
-        except BaseException:
+        except BaseException:  # anything, Ctrl-C included: roll back, then let it go on
             conn.execute("ROLLBACK")
             raise
         conn.execute("COMMIT")

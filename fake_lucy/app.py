@@ -45,6 +45,14 @@ class VersionHeader:
         await self.app(scope, receive, send_with_version)
 
 
+def _internal_error(method: str, path: str) -> Response:
+    """An unexpected error (a bug in the fake): logged with its traceback, answered as 500."""
+    log.exception("unexpected error while serving %s %s", method, path)
+    return problem_response(
+        DomainError("internal", "the fake hit an unexpected error; see its log"), random_request_id()
+    )
+
+
 class V1Routes:
     """The three v1 operations straight to the pipeline, outside FastAPI's middleware stack.
 
@@ -79,12 +87,8 @@ class V1Routes:
             if operation is not None:
                 try:
                     response = await self.pipeline.handle(Request(scope, receive), operation, proposal_id)
-                except Exception:
-                    log.exception("unexpected error while serving %s %s", method, path)
-                    response = problem_response(
-                        DomainError("internal", "the fake hit an unexpected error; see its log"),
-                        random_request_id(),
-                    )
+                except Exception:  # a bug in the fake, of any type: still the contract's 500 problem
+                    response = _internal_error(method, path)
                 response.raw_headers.append(self.version)
                 await response(scope, receive, send)
                 return
@@ -166,13 +170,10 @@ def create_app(fake: FakeLucy) -> FastAPI:
         return problem_response(error, random_request_id())
 
     async def unexpected(request: Request, exc: Exception) -> Response:
-        log.exception("unexpected error while serving %s %s", request.method, request.url.path)
+        response = _internal_error(request.method, request.url.path)
         # Starlette answers this outside every middleware, so the version header is added here.
-        return problem_response(
-            DomainError("internal", "the fake hit an unexpected error; see its log"),
-            random_request_id(),
-            {"Fake-Lucy-Version": __version__},
-        )
+        response.raw_headers.append((b"fake-lucy-version", __version__.encode("ascii")))
+        return response
 
     app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(Exception, unexpected)

@@ -131,6 +131,7 @@ class V1Pipeline:
         if call.journaled:
             return response
         if call.delay_ms:
+            # An injected fault's latency is wall time by design (SPEC 3.4): it exercises client timeouts.
             await asyncio.sleep(call.delay_ms / 1000)
         if isinstance(response, DropConnection):
             call.journal.dropped = True
@@ -420,6 +421,7 @@ class V1Pipeline:
                     now_us + ((held.hold_ms or 0) + idempotency.IN_FLIGHT_GRACE_SECONDS * 1000) * 1000
                 ),
             )
+        # The in_flight hold is wall time by design (SPEC 3.4): other requests meet the marker meanwhile.
         await asyncio.sleep((held.hold_ms or 0) / 1000)
         try:
             with self.fake.db.write() as conn:
