@@ -80,12 +80,14 @@ async def test_a_missing_idempotency_key_is_400_before_schema_validation(api) ->
         ({"colour": "blue-ish"}, "/colour", "blue-ish"),
         ({"content": "é" * 4097}, "/content", "é" * 4097),
         ({"topic": "Not Kebab"}, "/topic", "Not Kebab"),
+        ({"topic": "main-database\n"}, "/topic", None),  # JSON Schema's ECMA-262 `$`: no final newline
         ({"importance": 11}, "/importance", None),
         ({"importance": 2**53}, "/importance", None),
         ({"importance": 9007199254740993}, "/importance", None),
         ({"kind": "opinion"}, "/kind", "opinion"),
         ({"scope": {"kind": "team", "id": "x"}}, "/scope/kind", "team"),
         ({"scope": {"kind": "project", "id": "bad id!"}}, "/scope/id", "bad id!"),
+        ({"scope": {"kind": "project", "id": "project_example\n"}}, "/scope/id", None),
         ({"justification": "j" * 2049}, "/justification", "j" * 2049),
     ],
 )
