@@ -16,7 +16,7 @@ import random
 import sqlite3
 from collections.abc import Iterator
 
-from fake_lucy.domain import clock
+from fake_lucy.domain import clock, server_state
 from fake_lucy.domain.principals import Scope, scope_tag
 
 COMMON_TERM = "postgres"
@@ -124,6 +124,7 @@ class Seeder:
                 "INSERT INTO memory_fts (rowid, scope_tag, content, topic) VALUES (?, ?, ?, '')",
                 ((last + 1 + i, self.tags[where[i]], texts[i]) for i in range(n)),
             )
+            server_state.bump_index_epoch(conn)  # a running server's recall caches must not outlive this
         except BaseException:  # anything, Ctrl-C included: roll back, then let it go on
             conn.execute("ROLLBACK")
             raise

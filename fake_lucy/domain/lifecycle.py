@@ -17,6 +17,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
+from fake_lucy.domain import server_state
 from fake_lucy.domain.errors import DomainError
 from fake_lucy.domain.ids import IdFactory
 from fake_lucy.domain.principals import Principal, Scope, scope_tag
@@ -258,6 +259,8 @@ def _require_pending(row: sqlite3.Row, action: str) -> None:
         )
 
 
+# Every write to the full-text index goes through these two, which also change the index epoch
+# (the memories rows a recall returns change only together with the index).
 def _insert_fts(
     conn: sqlite3.Connection, seq: int, tenant: str, scope: Scope, text: str, topic: str | None
 ) -> None:
@@ -265,6 +268,12 @@ def _insert_fts(
         "INSERT INTO memory_fts (rowid, scope_tag, content, topic) VALUES (?, ?, ?, ?)",
         (seq, scope_tag(tenant, scope), text, (topic or "").replace("-", " ")),
     )
+    server_state.bump_index_epoch(conn)
+
+
+def _delete_fts(conn: sqlite3.Connection, seq: int) -> None:
+    conn.execute("DELETE FROM memory_fts WHERE rowid = ?", (seq,))
+    server_state.bump_index_epoch(conn)
 
 
 def approve(conn: sqlite3.Connection, ids: IdFactory, row: sqlite3.Row, *, now: str) -> sqlite3.Row:
@@ -302,7 +311,7 @@ def approve(conn: sqlite3.Connection, ids: IdFactory, row: sqlite3.Row, *, now: 
                 head["seq"],
             ),
         )
-        conn.execute("DELETE FROM memory_fts WHERE rowid = ?", (head["seq"],))
+        _delete_fts(conn, head["seq"])
         _insert_fts(conn, head["seq"], tenant, scope, row["content"], topic)
         _insert_version(
             conn,
@@ -455,7 +464,7 @@ def delete_memory(conn: sqlite3.Connection, memory_id: str, *, now: str) -> sqli
         "UPDATE memory_versions SET status = 'deleted' WHERE memory_id = ? AND version = ?",
         (memory_id, head["version"]),
     )
-    conn.execute("DELETE FROM memory_fts WHERE rowid = ?", (head["seq"],))
+    _delete_fts(conn, head["seq"])
     conn.execute(
         "UPDATE proposals SET status = 'superseded', reason = 'target_deleted',"
         " reason_detail = ?, decided_at = ?, updated_at = ? WHERE target_key = ? AND status = 'pending'",

@@ -14,7 +14,7 @@ from typing import Any
 from fake_lucy.domain.principals import Scope, scope_tag
 from fake_lucy.domain.records import MEMORY_COLUMNS, memory_dict
 
-__all__ = ["query_terms", "recall"]
+__all__ = ["Ranked", "RecallCache", "query_terms", "recall"]
 
 _TERM = re.compile(r"[^\W_]+")
 # Weights per FTS column: the scope tag narrows the match but never adds to the score.
@@ -73,21 +73,60 @@ def _full_rows(conn: sqlite3.Connection, tenant: str, seqs: Sequence[int]) -> di
     }
 
 
-def recall(
+# A ranked answer: (score, memories.seq, the memory without its access time and score), in order.
+Ranked = list[tuple[float, int, dict[str, Any]]]
+_Key = tuple[str, tuple[str, ...] | None, str | None, int]
+
+
+class RecallCache:
+    """This process's ranked answers, valid for one ``server_state.index_epoch``.
+
+    A ranked answer depends only on the full-text index and the memories rows it points to, and
+    those change only together, in transactions that also change the epoch (``lifecycle``'s index
+    helpers, reset). A recall repeated against an unchanged index therefore skips the full-text
+    query and the rows; its access times, charge, ledger row and journal row are written as for any
+    other. The epoch is read in the recall's own write transaction, so every worker of one database
+    sees a change at once. Least recently used answers go first beyond ``max_entries``.
+    """
+
+    def __init__(self, max_entries: int = 256) -> None:
+        self.max_entries = max_entries
+        self.hits = 0
+        self.misses = 0
+        self._epoch: int | None = None
+        self._entries: dict[_Key, Ranked] = {}
+
+    def get(self, epoch: int, key: _Key) -> Ranked | None:
+        if epoch != self._epoch:
+            self._entries.clear()
+            self._epoch = epoch
+        ranked = self._entries.pop(key, None)
+        if ranked is None:
+            self.misses += 1
+            return None
+        self._entries[key] = ranked  # the most recently used goes last
+        self.hits += 1
+        return ranked
+
+    def put(self, epoch: int, key: _Key, ranked: Ranked) -> None:
+        if epoch != self._epoch:
+            return
+        self._entries[key] = ranked
+        if len(self._entries) > self.max_entries:
+            del self._entries[next(iter(self._entries))]
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+def _rank(
     conn: sqlite3.Connection,
-    *,
     tenant: str,
-    scopes: Sequence[Scope],
-    terms: Sequence[str],
+    expression: str,
     kinds: Sequence[str] | None,
     topic: str | None,
     limit: int,
-    now: str,
-) -> list[dict[str, Any]]:
-    """The best ``limit`` active memories; sets their ``last_accessed_at`` (not re-indexed)."""
-    if not terms or not scopes:
-        return []
-    expression = _match_expression((scope_tag(tenant, s) for s in scopes), terms)
+) -> Ranked:
     if not kinds and topic is None:
         # The index holds only active memories and its scope tags carry the tenant, so it ranks
         # alone; the memories' rows are read for the candidates only.
@@ -119,19 +158,41 @@ def recall(
     # two stable sorts, so that no timestamp needs parsing.
     scored.sort(key=lambda item: item[1]["id"])
     scored.sort(key=lambda item: (item[0], item[1]["importance"], item[1]["updated_at"]), reverse=True)
-    del scored[limit:]
-    if not scored:
+    return [(score, row["seq"], memory_dict(row)) for score, row in scored[:limit]]
+
+
+def recall(
+    conn: sqlite3.Connection,
+    *,
+    tenant: str,
+    scopes: Sequence[Scope],
+    terms: Sequence[str],
+    kinds: Sequence[str] | None,
+    topic: str | None,
+    limit: int,
+    now: str,
+    cache: RecallCache | None = None,
+    index_epoch: int = 0,
+) -> list[dict[str, Any]]:
+    """The best ``limit`` active memories; sets their ``last_accessed_at`` (not re-indexed).
+
+    With a ``cache``, ``index_epoch`` must be the one read in the caller's write transaction.
+    """
+    if not terms or not scopes:
         return []
-    seqs = [row["seq"] for _, row in scored]
+    expression = _match_expression((scope_tag(tenant, s) for s in scopes), terms)
+    key = (expression, tuple(kinds) if kinds else None, topic, limit)
+    ranked = None if cache is None else cache.get(index_epoch, key)
+    if ranked is None:
+        ranked = _rank(conn, tenant, expression, kinds, topic, limit)
+        if cache is not None:
+            cache.put(index_epoch, key, ranked)
+    if not ranked:
+        return []
     conn.execute(
-        f"INSERT INTO memory_access (seq, last_accessed_at) VALUES {', '.join('(?, ?)' for _ in seqs)}"  # noqa: S608 - placeholders only
+        f"INSERT INTO memory_access (seq, last_accessed_at) VALUES {', '.join('(?, ?)' for _ in ranked)}"  # noqa: S608 - placeholders only
         " ON CONFLICT (seq) DO UPDATE SET last_accessed_at = excluded.last_accessed_at",
-        [value for seq in seqs for value in (seq, now)],
+        [value for _, seq, _ in ranked for value in (seq, now)],
     )
-    result = []
-    for score, row in scored:
-        item = memory_dict(row)
-        item["last_accessed_at"] = now
-        item["score"] = score
-        result.append(item)
-    return result
+    # New dicts: the cached ones are shared by every answer of this epoch.
+    return [{**memory, "last_accessed_at": now, "score": score} for score, _, memory in ranked]

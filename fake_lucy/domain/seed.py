@@ -6,7 +6,7 @@ import json
 import sqlite3
 from typing import Any
 
-from fake_lucy.domain import clock
+from fake_lucy.domain import clock, server_state
 from fake_lucy.domain.errors import DomainError
 from fake_lucy.domain.ids import IdFactory
 from fake_lucy.domain.lifecycle import create_memory
@@ -81,9 +81,10 @@ def apply_seed(conn: sqlite3.Connection, ids: IdFactory, seed: dict[str, Any]) -
     """Seed an empty database (inside the caller's transaction)."""
     conn.execute(
         "INSERT INTO server_state (id, clock_offset_us, clock_frozen_us, billing_available,"
-        " id_sequence, auth_epoch) VALUES (1, 0, NULL, 1, 0, 0)"
+        " id_sequence, auth_epoch, index_epoch) VALUES (1, 0, NULL, 1, 0, 0, 0)"
     )
-    bump_auth_epoch(conn)  # a new epoch after a reset, whatever the caches hold
+    bump_auth_epoch(conn)  # new epochs after a reset, whatever the caches hold
+    server_state.bump_index_epoch(conn)
     now = clock.format_us(clock.now_us(conn))
     for tenant in seed.get("tenants", []):
         ensure_tenant(conn, tenant["id"])

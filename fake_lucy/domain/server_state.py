@@ -5,17 +5,19 @@ limiter), whether any fault can still fire, and the credential epoch (which keep
 cache of ``principals.PrincipalCache`` honest across workers).
 ``in_transaction``: once inside the request's write transaction — the clock again (timestamps of
 what the transaction writes), the billing authority, the account's balance and, again, whether a
-fault can fire (decided under the write lock, so the journal row may join the same commit).
+fault can fire (decided under the write lock, so the journal row may join the same commit) and
+the epoch of the recallable memories (``bump_index_epoch``).
 """
 
 from __future__ import annotations
 
+import secrets
 import sqlite3
 from dataclasses import dataclass
 
 from fake_lucy.domain import clock
 
-__all__ = ["RequestStart", "TransactionState", "at_start", "in_transaction"]
+__all__ = ["RequestStart", "TransactionState", "at_start", "bump_index_epoch", "in_transaction"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +33,7 @@ class TransactionState:
     billing_available: bool
     balance: int  # 0 when the account does not exist
     faults_armed: bool
+    index_epoch: int
 
 
 def at_start(conn: sqlite3.Connection) -> RequestStart:
@@ -43,10 +46,10 @@ def at_start(conn: sqlite3.Connection) -> RequestStart:
 
 
 def in_transaction(conn: sqlite3.Connection, account: str) -> TransactionState:
-    offset, frozen, available, balance, armed = conn.execute(
+    offset, frozen, available, balance, armed, index_epoch = conn.execute(
         "SELECT clock_offset_us, clock_frozen_us, billing_available,"
         " (SELECT balance FROM accounts WHERE id = ?),"
-        " EXISTS (SELECT 1 FROM faults WHERE remaining > 0)"
+        " EXISTS (SELECT 1 FROM faults WHERE remaining > 0), index_epoch"
         " FROM server_state WHERE id = 1",
         (account,),
     ).fetchone()
@@ -55,4 +58,14 @@ def in_transaction(conn: sqlite3.Connection, account: str) -> TransactionState:
         billing_available=bool(available),
         balance=0 if balance is None else int(balance),
         faults_armed=bool(armed),
+        index_epoch=int(index_epoch),
     )
+
+
+def bump_index_epoch(conn: sqlite3.Connection) -> None:
+    """Tell every worker's ``RecallCache`` that the recallable memories changed: called by each
+    write to the full-text index, in the writer's transaction.
+
+    A new random value rather than a counter, as for ``auth_epoch``: reset recreates the row.
+    """
+    conn.execute("UPDATE server_state SET index_epoch = ? WHERE id = 1", (secrets.randbits(62),))

@@ -24,7 +24,7 @@ from fake_lucy.domain import journal as journaling
 from fake_lucy.domain.errors import DomainError
 from fake_lucy.domain.ids import random_request_id
 from fake_lucy.domain.principals import Principal, PrincipalCache, Scope
-from fake_lucy.domain.recall import query_terms, recall
+from fake_lucy.domain.recall import RecallCache, query_terms, recall
 from fake_lucy.domain.records import proposal_dict
 from fake_lucy.http import inputs
 from fake_lucy.http.abort import DropConnection
@@ -83,6 +83,7 @@ class V1Pipeline:
         self.fake = fake
         self.max_body = int(fake.contract["max_body_bytes"])
         self.principals = PrincipalCache()
+        self.recall_cache = RecallCache()
 
     @property
     def conn(self) -> sqlite3.Connection:
@@ -332,6 +333,8 @@ class V1Pipeline:
                 topic=body.get("topic"),
                 limit=int(body.get("limit", 10)),
                 now=now,
+                cache=self.recall_cache,
+                index_epoch=tx.index_epoch,
             )
             remaining = self._charge(conn, call, now)
             self._before_commit(conn, call, tx, 200)

@@ -206,6 +206,8 @@ class ServerState(SQLModel, table=True):
 
     ``auth_epoch`` changes (to a new random value) with every change to credentials or tenant
     policies, including reset, so a worker's cache of authenticated principals knows it is stale.
+    ``index_epoch`` does the same for the recallable memories (the full-text index and the rows it
+    points to), for the ranked answers that ``domain.recall.RecallCache`` keeps.
     """
 
     __tablename__ = "server_state"
@@ -215,6 +217,7 @@ class ServerState(SQLModel, table=True):
     billing_available: bool = True
     id_sequence: int = 0
     auth_epoch: int = 0
+    index_epoch: int = 0
 
 
 metadata = SQLModel.metadata
@@ -227,4 +230,7 @@ FTS_DDL = (
 )
 
 # Columns added after the first release: ``create_schema`` adds them to an existing file.
-ADDED_COLUMNS = (("server_state", "auth_epoch", "INTEGER NOT NULL DEFAULT 0"),)
+ADDED_COLUMNS = (
+    ("server_state", "auth_epoch", "INTEGER NOT NULL DEFAULT 0"),
+    ("server_state", "index_epoch", "INTEGER NOT NULL DEFAULT 0"),
+)

@@ -187,14 +187,18 @@ async def test_reset_gives_exactly_the_fresh_seeded_state(tmp_path) -> None:
     await used.aclose()
 
 
-async def test_a_database_from_before_the_credential_epoch_column_is_upgraded_at_start(tmp_path) -> None:
+@pytest.mark.parametrize("column", ["auth_epoch", "index_epoch"])
+async def test_a_database_from_before_an_epoch_column_is_upgraded_at_start(tmp_path, column) -> None:
     database = tmp_path / "older.sqlite3"
     first = InProcessFake(database)
     await first.aclose()
     conn = sqlite3.connect(database)
-    conn.execute("ALTER TABLE server_state DROP COLUMN auth_epoch")
+    conn.execute(f"ALTER TABLE server_state DROP COLUMN {column}")
     conn.close()
     second = InProcessFake(database)
     async with second.client() as client:
         assert (await recall(client, "anything")).status_code == 200
+        proposal = await propose(client, proposal_body("Upgrades keep recall working."))
+        await second.admin.approve(proposal.json()["proposal"]["id"])
+        assert len((await recall(client, "upgrades")).json()["memories"]) == 1
     await second.aclose()

@@ -1,0 +1,231 @@
+"""Recall's cache of ranked answers (``domain.recall.RecallCache``): a repeated recall against an
+unchanged index is answered without the full-text query, is still charged, journaled and stamped,
+and every change to the recallable memories is seen by the very next recall.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fake_lucy.domain.recall import RecallCache
+from fake_lucy.testing import InProcessFake
+from tests.helpers import PROJECT, approved_memory, proposal_body, propose, recall
+
+pytestmark = pytest.mark.anyio
+
+QUERY = "cassowary"
+
+
+def cache_of(fake: InProcessFake) -> RecallCache:
+    cache: RecallCache = fake.app.v1_routes.pipeline.recall_cache  # type: ignore[attr-defined]
+    return cache
+
+
+async def found(api: Any, query: str = QUERY, **fields: Any) -> list[dict[str, Any]]:
+    response = await recall(api, query, **fields)
+    assert response.status_code == 200, response.text
+    memories: list[dict[str, Any]] = response.json()["memories"]
+    return memories
+
+
+async def test_a_repeated_recall_is_a_hit_and_is_still_charged_journaled_and_stamped(
+    fake, api, admin
+) -> None:
+    memory = (await approved_memory(api, admin, f"The {QUERY} audit runs weekly."))["memory"]
+    cache = cache_of(fake)
+    first = await found(api)
+    await admin.advance_clock(90)
+    hits = cache.hits
+    second_response = await recall(api, QUERY)
+    assert cache.hits == hits + 1
+    second = second_response.json()["memories"]
+    assert [m["id"] for m in second] == [m["id"] for m in first] == [memory["id"]]
+    assert second[0]["score"] == first[0]["score"]
+    assert second[0]["last_accessed_at"] > first[0]["last_accessed_at"]
+    assert second_response.headers["Lucy-Credits-Charged"] == "1"
+    assert second_response.json()["credits"]["charged"] == 1
+    assert [row["operation"] for row in await admin.ledger()].count("recall") == 2
+    assert [row["operation"] for row in await admin.requests()].count("recall") == 2
+    listed = (await admin.memories())["items"]
+    assert [m["last_accessed_at"] for m in listed if m["id"] == memory["id"]] == [
+        second[0]["last_accessed_at"]
+    ]
+
+
+async def test_a_hit_hands_out_fresh_objects(fake, api, admin) -> None:
+    await approved_memory(api, admin, f"The {QUERY} audit runs weekly.")
+    await found(api)
+    (ranked,) = cache_of(fake)._entries.values()
+    before = [dict(memory) for _, _, memory in ranked]
+    await found(api)
+    assert [memory for _, _, memory in ranked] == before  # the answers were copies
+
+
+async def _delete(api: Any, admin: Any, memory: dict[str, Any]) -> None:
+    await admin.delete_memory(memory["id"])
+
+
+async def _approve_another(api: Any, admin: Any, memory: dict[str, Any]) -> None:
+    await approved_memory(api, admin, f"A second {QUERY} note: audits are logged.")
+
+
+async def _replace(api: Any, admin: Any, memory: dict[str, Any]) -> None:
+    replaced = await propose(
+        api,
+        proposal_body(
+            f"The {QUERY} audit runs daily.",
+            replaces={"memory_id": memory["id"], "version": memory["version"]},
+            importance=9,
+        ),
+    )
+    await admin.approve(replaced.json()["proposal"]["id"])
+
+
+async def _reset(api: Any, admin: Any, memory: dict[str, Any]) -> None:
+    await admin.reset()
+
+
+async def _delete_then_restore(api: Any, admin: Any, memory: dict[str, Any]) -> None:
+    await admin.delete_memory(memory["id"])
+    assert await found(api) == []  # cached empty
+    await admin.restore_memory(memory["id"])
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (_delete, []),
+        (_approve_another, ["weekly", "logged"]),
+        (_replace, ["daily"]),
+        (_reset, []),
+        (_delete_then_restore, ["weekly"]),
+    ],
+)
+async def test_every_change_to_the_recallable_memories_is_seen_by_the_next_recall(
+    fake, api, admin, change, expected
+) -> None:
+    memory = (await approved_memory(api, admin, f"The {QUERY} audit runs weekly.", importance=3))["memory"]
+    for _ in range(2):
+        assert [m["id"] for m in await found(api)] == [memory["id"]]
+    await change(api, admin, memory)
+    answer = await found(api)
+    assert sorted(word for m in answer for word in expected if word in m["content"]) == sorted(expected)
+    assert len(answer) == len(expected)
+    if change is _replace:
+        assert (answer[0]["version"], answer[0]["importance"]) == (2, 9)
+
+
+async def test_changes_that_leave_the_index_alone_keep_the_cache(fake, api, admin) -> None:
+    await approved_memory(api, admin, f"The {QUERY} audit runs weekly.")
+    await found(api)
+    pending = await propose(api, proposal_body(f"Maybe the {QUERY} audit should be daily."))
+    await admin.reject(pending.json()["proposal"]["id"])
+    await admin.advance_clock(3600)
+    hits = cache_of(fake).hits
+    assert len(await found(api)) == 1
+    assert cache_of(fake).hits == hits + 1
+
+
+async def test_filters_limits_and_scopes_are_separate_answers(fake, api, admin) -> None:
+    await approved_memory(api, admin, f"The {QUERY} audit runs weekly.", kind="rule")
+    await approved_memory(api, admin, f"The {QUERY} budget is fixed.", kind="fact", topic="budget")
+    assert len(await found(api)) == 2
+    assert [m["kind"] for m in await found(api, kinds=["rule"])] == ["rule"]
+    assert [m["topic"] for m in await found(api, topic="budget")] == ["budget"]
+    assert len(await found(api, limit=1)) == 1
+    assert await found(api, scope={"kind": "workspace", "id": "ws_dev"}) == []
+    assert len(await found(api, scope=PROJECT)) == 2
+
+
+async def test_two_fakes_in_one_process_do_not_share_answers(tmp_path: Path) -> None:
+    async with (
+        InProcessFake.start(tmp_path / "a") as first,
+        InProcessFake.start(tmp_path / "b") as second,
+        first.client() as api_a,
+        second.client() as api_b,
+    ):
+        await approved_memory(api_a, first.admin, f"The {QUERY} audit runs weekly.")
+        assert len(await found(api_a)) == 1
+        assert await found(api_b) == []
+
+
+async def test_two_apps_on_one_database_see_each_others_changes(tmp_path: Path) -> None:
+    # Two workers in miniature: one SQLite file, two pipelines, two caches.
+    database = tmp_path / "shared.sqlite3"
+    first, second = InProcessFake(database), InProcessFake(database)
+    try:
+        async with first.client() as api_a, second.client() as api_b:
+            assert await found(api_a) == [] == await found(api_b)
+            await approved_memory(api_b, second.admin, f"The {QUERY} audit runs weekly.")
+            assert len(await found(api_a)) == 1
+            memory = (await found(api_b))[0]
+            await first.admin.delete_memory(memory["id"])
+            assert await found(api_b) == []
+    finally:
+        await first.aclose()
+        await second.aclose()
+
+
+def test_the_cache_keeps_the_most_recently_used_answers() -> None:
+    cache = RecallCache(max_entries=2)
+    keys = [(f"q{n}", None, None, 10) for n in range(3)]
+    cache.get(7, keys[0])
+    cache.put(7, keys[0], [])
+    cache.put(7, keys[1], [])
+    assert cache.get(7, keys[0]) == []  # now the most recently used
+    cache.put(7, keys[2], [])
+    assert len(cache) == 2
+    assert cache.get(7, keys[1]) is None
+    assert cache.get(7, keys[0]) == []
+    assert cache.get(8, keys[0]) is None  # a new epoch empties it
+    assert len(cache) == 0
+    cache.put(7, keys[0], [])  # an answer of an old epoch is not kept
+    assert len(cache) == 0
+
+
+def test_every_write_to_the_index_changes_the_epoch() -> None:
+    """The cache is only as good as this: the full-text index is written in two helpers, which
+    change the epoch, and nowhere else in the fake (reset clears it with the other tables)."""
+    root = Path(__file__).resolve().parents[2] / "fake_lucy"
+    writes = re.compile(r"(INSERT INTO|DELETE FROM|UPDATE|REPLACE INTO)\s+memory_fts\b", re.IGNORECASE)
+    found_in: set[tuple[str, str]] = set()
+    for path in root.rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        for function in ast.walk(tree):
+            if isinstance(function, ast.FunctionDef):
+                for node in ast.walk(function):
+                    if (
+                        isinstance(node, ast.Constant)
+                        and isinstance(node.value, str)
+                        and writes.search(node.value)
+                    ):
+                        found_in.add((path.name, function.name))
+    assert found_in == {("lifecycle.py", "_insert_fts"), ("lifecycle.py", "_delete_fts")}
+    source = (root / "domain" / "lifecycle.py").read_text()
+    for helper in ("_insert_fts", "_delete_fts"):
+        body = source.split(f"def {helper}(", 1)[1].split("\ndef ", 1)[0]
+        assert "server_state.bump_index_epoch(conn)" in body
+
+
+async def test_a_hit_answers_what_a_cold_cache_answers(fake, api, admin, tmp_path: Path) -> None:
+    for n, text in enumerate(["weekly audit", "audit log", "budget audit audit", "weekly budget"]):
+        await approved_memory(api, admin, f"The {QUERY} {text}.", importance=n % 2 + 1)
+    cold = InProcessFake(fake.fake.settings.database)  # a second app on the same file
+    try:
+        async with cold.client() as cold_api:
+            for query in (QUERY, f"{QUERY} audit", "weekly budget", f"{QUERY} weekly audit"):
+                await found(api, query)
+                misses = cache_of(cold).misses
+                hit, fresh = await found(api, query), await found(cold_api, query)
+                assert cache_of(cold).misses == misses + 1
+                assert len(hit) > 1
+                assert [{**m, "last_accessed_at": None} for m in hit] == [
+                    {**m, "last_accessed_at": None} for m in fresh
+                ]
+    finally:
+        await cold.aclose()
