@@ -4,7 +4,13 @@ Every server is a separate process with one worker on 127.0.0.1: ``fake-lucy ser
 ``benchmarks.bare_app`` (the same uvicorn configuration; the stack's ceiling) and ``moto_server``
 (moto's own server: werkzeug, threaded). Each scenario is a short wrk warm-up, then a measured run
 with one wrk thread and a few connections; ``benchmarks/wrk/request.lua`` builds the requests
-(a unique ``Idempotency-Key`` per propose) and reports requests/s, p50/p99 and error counts.
+(a unique ``Idempotency-Key`` per propose; for the uncached recall, a unique extra query term per
+request) and reports requests/s, p50/p99 and error counts.
+
+Recall keeps ranked answers per index state (``domain.recall.RecallCache``), so "fake recall", one
+query repeated against an unchanged store, is answered from that cache after its first request;
+"fake recall, new query each request" adds a term that matches nothing but makes every query new,
+so each request ranks every match as a first recall does.
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ DURATION_S = int(os.environ.get("BENCH_HTTP_SECONDS", "6"))
 ROUNDS = int(os.environ.get("BENCH_HTTP_ROUNDS", "3"))
 WARMUP_S = 2
 MEMORIES = 1_000
+UNCACHED_RECALL = "fake recall, new query each request"
 DEV_SCOPES = [Scope("workspace", "ws_dev"), Scope("project", "project_example")]
 SQS_AUTH = (
     "AWS4-HMAC-SHA256 Credential=testing/20260101/us-east-1/sqs/aws4_request, SignedHeaders=host, Signature=0"
@@ -73,6 +80,7 @@ def wrk(
     body: str | None = None,
     headers: dict[str, str] | None = None,
     unique_key: bool = False,
+    unique_body: bool = False,
     duration_s: int = DURATION_S,
 ) -> WrkResult:
     env = {
@@ -84,6 +92,8 @@ def wrk(
         env["WRK_BODY"] = body
     if unique_key:
         env["WRK_UNIQUE_KEY"] = "bench-" + uuid.uuid4().hex[:12]
+    if unique_body:
+        env["WRK_UNIQUE_BODY"] = "1"
     completed = subprocess.run(  # noqa: S603 - wrk from PATH with fixed arguments
         [  # noqa: S607
             "wrk",
@@ -122,6 +132,7 @@ class Scenario:
     body: str | None = None
     headers: dict[str, str] | None = None
     unique_key: bool = False
+    unique_body: bool = False
 
     def run(self, duration_s: int) -> WrkResult:
         return wrk(
@@ -131,6 +142,7 @@ class Scenario:
             body=self.body,
             headers=self.headers,
             unique_key=self.unique_key,
+            unique_body=self.unique_body,
             duration_s=duration_s,
         )
 
@@ -162,6 +174,7 @@ def _fake(directory: Path) -> Iterator[list[Scenario]]:
         "scope": {"kind": "workspace", "id": "ws_dev"},
     }
     recall_body = {"query": f"{COMMON_TERM} {RARE_TERM}", "scope": {"kind": "workspace", "id": "ws_dev"}}
+    new_query = {**recall_body, "query": f"{COMMON_TERM} {RARE_TERM} __N__"}
     with serve_fake(database, port):
         set_credits(base, "acct_dev", 100_000_000)
         created = httpx.post(
@@ -171,6 +184,14 @@ def _fake(directory: Path) -> Iterator[list[Scenario]]:
         proposal_id = created.json()["proposal"]["id"]
         yield [
             Scenario("fake recall", f"{base}{API}/recall", "POST", json.dumps(recall_body), auth),
+            Scenario(
+                UNCACHED_RECALL,
+                f"{base}{API}/recall",
+                "POST",
+                json.dumps(new_query),
+                auth,
+                unique_body=True,
+            ),
             Scenario("fake proposal status", f"{base}{API}/proposals/{proposal_id}", headers=auth),
             Scenario("fake propose", f"{base}{API}/proposals", "POST", json.dumps(proposal), auth, True),
         ]

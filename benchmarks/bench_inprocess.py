@@ -4,12 +4,15 @@ The fixture's path is ``InProcessFake.client()``: an ``httpx.AsyncClient`` whose
 the ASGI app in this process (no socket), on a real SQLite file. The stub is what a user writes
 by hand instead: ``respx`` routes on a plain ``httpx.AsyncClient`` returning a canned response (the
 body the fake returned for the same call). Both send the same request; times are per call. The
-store holds 100 bulk-seeded memories (``seeding.py``) for the recall.
+store holds 100 bulk-seeded memories (``seeding.py``) for the recall. "recall" repeats one query
+(answered from recall's cache of ranked answers after the first call); "recall, new query each
+call" adds a unique term that matches nothing, so every call ranks.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import tempfile
 import time
 import uuid
@@ -87,6 +90,12 @@ async def _calls(fake: InProcessFake) -> list[CallRow]:
         async def recall(client: httpx.AsyncClient) -> httpx.Response:
             return await client.post(f"{API}/recall", json=RECALL)
 
+        fresh = itertools.count()
+
+        async def recall_new_query(client: httpx.AsyncClient) -> httpx.Response:
+            query = f"{RECALL['query']} n{next(fresh)}"
+            return await client.post(f"{API}/recall", json={**RECALL, "query": query})
+
         async def propose(client: httpx.AsyncClient) -> httpx.Response:
             key = uuid.uuid4().hex
             return await client.post(f"{API}/proposals", json=PROPOSAL, headers={"Idempotency-Key": key})
@@ -94,6 +103,7 @@ async def _calls(fake: InProcessFake) -> list[CallRow]:
         operations: list[tuple[str, str, str, Call]] = [
             ("proposal status", "GET", f"{API}/proposals/{proposal_id}", status),
             ("recall", "POST", f"{API}/recall", recall),
+            ("recall, new query each call", "POST", f"{API}/recall", recall_new_query),
             ("propose", "POST", f"{API}/proposals", propose),
         ]
         rows = []

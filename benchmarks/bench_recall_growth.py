@@ -3,8 +3,10 @@
 One database grows in steps (bulk-seeded, see ``seeding.py``). At each size: a recall in one scope
 for one common and one rare term, timed (a) server side, calling the domain recall function in
 its write transaction as the pipeline does, and (b) over HTTP to ``fake-lucy serve`` (one
-uvicorn worker, a separate process), one request at a time. The databases live in a temporary
-directory that is deleted at the end.
+uvicorn worker, a separate process), one request at a time. Both rank every time: the direct call
+has no cache, and each HTTP request adds a unique term that matches nothing, so no answer comes
+from recall's cache of ranked answers. The databases live in a temporary directory that is
+deleted at the end.
 """
 
 from __future__ import annotations
@@ -73,12 +75,13 @@ def _over_http(database: Path, scope_index: int) -> Summary:
             base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {TOKEN}"}
         ) as http,
     ):
-        for _ in range(20):  # warm-up
-            http.post(f"{API}/recall", json=body).raise_for_status()
+        for n in range(20):  # warm-up
+            http.post(f"{API}/recall", json={**body, "query": f"{QUERY} w{n}"}).raise_for_status()
         samples = []
-        for _ in range(HTTP_ROUNDS):
+        for n in range(HTTP_ROUNDS):
+            fresh = {**body, "query": f"{QUERY} r{n}"}  # a new query: ranked, not from the cache
             started = time.perf_counter()
-            response = http.post(f"{API}/recall", json=body)
+            response = http.post(f"{API}/recall", json=fresh)
             samples.append((time.perf_counter() - started) * 1000)
             response.raise_for_status()
     return summarise(samples)
