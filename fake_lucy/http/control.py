@@ -34,7 +34,7 @@ from lucy_memory._contract import (
     parse_json_object,
     schema_validator,
 )
-from lucy_memory._contract.validation import parameters_validator
+from lucy_memory._contract.validation import MAX_POINTER, long_name_error, parameters_validator
 
 __all__ = ["control_router"]
 
@@ -57,12 +57,16 @@ class _Ctx:
         return clock.format_us(clock.now_us(conn))
 
 
+def _parameter_pointer(name: str) -> str:
+    # an RFC 6901 pointer into the object of query parameters (problem.schema.json)
+    return "/" + name.replace("~", "~0").replace("/", "~1")
+
+
 def _bad_parameter(name: str, rule: str) -> ProblemError:
     return ProblemError(
         "invalid_request",
         "a query parameter is invalid",
-        # an RFC 6901 pointer into the object of query parameters (problem.schema.json)
-        details={"errors": [{"pointer": "/" + name.replace("~", "~0").replace("/", "~1"), "detail": rule}]},
+        details={"errors": [{"pointer": _parameter_pointer(name), "detail": rule}]},
     )
 
 
@@ -346,6 +350,11 @@ def _journal_item(row: sqlite3.Row) -> dict[str, Any]:
 def _only_query(ctx: _Ctx, allowed: tuple[str, ...]) -> None:
     for name in ctx.query:
         if name not in allowed:
+            if len(_parameter_pointer(name)) > MAX_POINTER:
+                error = long_name_error("", "parameter")
+                raise ProblemError(
+                    "invalid_request", "a query parameter is invalid", details={"errors": [error.as_dict()]}
+                )
             raise _bad_parameter(name, "is not a parameter of this operation")
 
 

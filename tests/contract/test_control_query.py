@@ -34,6 +34,14 @@ async def test_an_unknown_query_parameter_on_a_control_get_is_422_with_its_point
     ]
 
 
+async def test_an_unknown_query_parameter_too_long_to_point_at_is_reported_on_the_parameters(admin) -> None:
+    response = await admin.http.get(_url(GETS["list_proposals"]), params={"z" * 3000: "1"})
+    assert response.status_code == 422
+    assert response.json()["details"]["errors"] == [
+        {"pointer": "", "detail": "has a parameter whose name is too long to point at; it is not allowed"}
+    ]
+
+
 @pytest.mark.parametrize("name", sorted(GETS))
 async def test_every_query_parameter_the_contract_lists_is_accepted(admin, name) -> None:
     op = GETS[name]

@@ -16,8 +16,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lucy_memory._contract.files import schema_names
-from lucy_memory._contract.validation import SchemaValidator, _inline_refs, ecma_pattern, schema_validator
+from lucy_memory._contract.files import load_schema, schema_names
+from lucy_memory._contract.validation import (
+    MAX_ERRORS,
+    MAX_POINTER,
+    SchemaValidator,
+    _inline_refs,
+    ecma_pattern,
+    schema_validator,
+)
 
 SCHEMAS = sorted(schema_names())
 MAX_DRAWN = 40  # long strings come from the near misses, not from drawing every length
@@ -138,6 +145,14 @@ def _agree(validator: SchemaValidator, instance: Any) -> None:
     by_jsonschema = not any(True for _ in validator._validator.iter_errors(instance))
     assert validator.accepts(instance) == by_jsonschema, (validator.filename, instance)
     assert (validator.errors(instance) == []) == by_jsonschema
+
+
+def test_the_error_bounds_are_the_problem_schemas() -> None:
+    errors = load_schema("problem.schema.json")["$defs"]["invalid_request_details"]["properties"]["errors"]
+    assert (errors["maxItems"], errors["items"]["properties"]["pointer"]["maxLength"]) == (
+        MAX_ERRORS,
+        MAX_POINTER,
+    )
 
 
 def test_every_schema_has_a_compiled_check() -> None:

@@ -117,6 +117,31 @@ async def test_importance_seven_point_zero_counts_as_the_integer_seven(api) -> N
     assert '"importance":7,' in response.text
 
 
+@pytest.mark.parametrize(
+    ("body", "parent"),
+    [
+        ({"query": "x", "k" * 3000: 1}, ""),
+        ({"query": "x", "scope": {"kind": "user", "id": "u", "k" * 3000: 1}}, "/scope"),
+    ],
+)
+async def test_an_unknown_property_too_long_to_point_at_is_reported_on_its_object(api, body, parent) -> None:
+    # problem.schema.json bounds a pointer at 2,048 characters; the response must still match it
+    # (the api fixture checks every response against the schemas).
+    response = await api.post(V1 + "/recall", json=body)
+    assert response.status_code == 422
+    assert response.json()["details"]["errors"] == [
+        {"pointer": parent, "detail": "has a property whose name is too long to point at; it is not allowed"}
+    ]
+    assert "k" * 100 not in response.text
+
+
+async def test_at_most_100_errors_are_listed_the_first_in_pointer_order(api) -> None:
+    response = await api.post(V1 + "/recall", json={"query": "x", **{f"extra{n:03d}": 1 for n in range(150)}})
+    assert response.status_code == 422
+    errors = response.json()["details"]["errors"]
+    assert [error["pointer"] for error in errors] == [f"/extra{n:03d}" for n in range(100)]
+
+
 async def test_a_missing_required_field_points_at_it(api) -> None:
     response = await propose(api, {"kind": "fact", "scope": PROJECT})
     assert {"pointer": "/content", "detail": "is required"} in response.json()["details"]["errors"]

@@ -27,9 +27,23 @@ from referencing.jsonschema import DRAFT202012
 
 from lucy_memory._contract.files import load_schema, schema_names
 
-__all__ = ["SchemaError", "SchemaValidator", "parameters_validator", "schema_registry", "schema_validator"]
+__all__ = [
+    "MAX_ERRORS",
+    "MAX_POINTER",
+    "SchemaError",
+    "SchemaValidator",
+    "long_name_error",
+    "parameters_validator",
+    "schema_registry",
+    "schema_validator",
+]
 
 BYTES_KEYWORD = "x-maxUtf8Bytes"
+# The bounds of ``details.errors`` in problem.schema.json (a test holds them equal): at most this
+# many errors, the first in pointer order; a pointer that would be longer points at the object
+# holding the unnamable property instead (only an unknown property's name can be that long).
+MAX_ERRORS = 100
+MAX_POINTER = 2048
 
 
 def _max_utf8_bytes(
@@ -123,6 +137,18 @@ def _pointer(path: Any) -> str:
     return "".join("/" + _escape(token) for token in path)
 
 
+def long_name_error(parent: str, what: str) -> SchemaError:
+    """The error for an unknown property (or parameter) whose pointer would exceed ``MAX_POINTER``."""
+    return SchemaError(parent, f"has a {what} whose name is too long to point at; it is not allowed")
+
+
+def _unknown_property(base: list[Any], name: str) -> SchemaError:
+    pointer = _pointer([*base, name])
+    if len(pointer) > MAX_POINTER:
+        return long_name_error(_pointer(base), "property")
+    return SchemaError(pointer, "is not an allowed property")
+
+
 def _type_names(expected: Any) -> str:
     names = expected if isinstance(expected, list) else [expected]
     return " or ".join(str(name) for name in names)
@@ -188,11 +214,7 @@ def _flatten(error: ValidationError) -> list[SchemaError]:
     if error.validator == "additionalProperties" and isinstance(error.instance, dict):
         schema: Any = error.schema
         allowed = set(schema.get("properties", {}))
-        return [
-            SchemaError(_pointer([*base, name]), "is not an allowed property")
-            for name in error.instance
-            if name not in allowed
-        ]
+        return [_unknown_property(base, name) for name in error.instance if name not in allowed]
     if error.validator == "unevaluatedProperties" and isinstance(error.instance, dict):
         return [SchemaError(_pointer(base), "has properties that are not allowed")]
     return [SchemaError(_pointer(base), _describe(error))]
@@ -301,7 +323,7 @@ class SchemaValidator:
                 if (item.pointer, item.detail) not in seen:
                     seen.add((item.pointer, item.detail))
                     found.append(item)
-        return found
+        return found[:MAX_ERRORS]
 
     def is_valid(self, instance: Any) -> bool:
         return self.accepts(instance) or bool(self._validator.is_valid(instance))
