@@ -194,5 +194,8 @@ def recall(
         " ON CONFLICT (seq) DO UPDATE SET last_accessed_at = excluded.last_accessed_at",
         [value for _, seq, _ in ranked for value in (seq, now)],
     )
-    # New dicts: the cached ones are shared by every answer of this epoch.
-    return [{**memory, "last_accessed_at": now, "score": score} for score, _, memory in ranked]
+    # New dicts, the nested scope too: the cached ones are shared by every answer of this epoch.
+    return [
+        {**memory, "scope": {**memory["scope"]}, "last_accessed_at": now, "score": score}
+        for score, _, memory in ranked
+    ]

@@ -105,13 +105,21 @@ def _encode_cursor(value: Any) -> str:
     return base64.urlsafe_b64encode(json.dumps(value).encode()).decode().rstrip("=")
 
 
+_MAX_SQLITE_INTEGER = 2**63 - 1
+
+
+def _is_row_number(value: Any) -> bool:
+    # what a cursor of this server holds: a SQLite integer (a bool or an int too large to bind is not)
+    return type(value) is int and 0 <= value <= _MAX_SQLITE_INTEGER
+
+
 def _seq_cursor(ctx: _Ctx) -> int:
     value = _cursor(ctx)
     if value is None:
         return 0
-    if not isinstance(value, int):
+    if not _is_row_number(value):
         raise _bad_parameter("cursor", "is not a cursor this server issued")
-    return value
+    return int(value)
 
 
 def _page(rows: list[sqlite3.Row], size: int, convert: Callable[[sqlite3.Row], Any]) -> dict[str, Any]:
@@ -215,7 +223,9 @@ def _list_memories(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) ->
             sql += f" AND {column} = ?"
             params.append(ctx.query[name])
     if after is not None:
-        if not (isinstance(after, list) and len(after) == 2):
+        if not (
+            isinstance(after, list) and len(after) == 2 and type(after[0]) is str and _is_row_number(after[1])
+        ):
             raise _bad_parameter("cursor", "is not a cursor this server issued")
         sql += " AND (v.memory_id, v.version) > (?, ?)"
         params.extend(after)

@@ -3,6 +3,8 @@ unknown one is 422 invalid_request with the pointer ``/<name>`` on every control
 
 from __future__ import annotations
 
+import base64
+import json
 from typing import Any
 
 import pytest
@@ -83,3 +85,30 @@ async def test_memories_include_every_version_unless_include_history_is_false(ap
     assert versions == [(first["memory"]["id"], 1), (first["memory"]["id"], 2)]
     latest = [(m["id"], m["version"]) for m in (await admin.memories(include_history="false"))["items"]]
     assert latest == [(first["memory"]["id"], 2)]
+
+
+def _forged(value: Any) -> str:
+    return base64.urlsafe_b64encode(json.dumps(value).encode()).decode().rstrip("=")
+
+
+@pytest.mark.parametrize(
+    ("path", "cursor"),
+    [
+        ("/proposals", 9 * 10**29),  # too large for a SQLite integer
+        ("/proposals", -1),
+        ("/proposals", True),
+        ("/proposals", "12"),
+        ("/requests", 2**63),
+        ("/ledger", [1, 2]),
+        ("/memories", [{"a": 1}, 2]),  # a value SQLite cannot bind
+        ("/memories", ["mem_x", 2**64]),
+        ("/memories", ["mem_x", False]),
+        ("/memories", 5),
+    ],
+)
+async def test_a_forged_cursor_is_422_never_a_500(admin, path, cursor) -> None:
+    response = await admin.http.get(CONTROL["base_path"] + path, params={"cursor": _forged(cursor)})
+    assert response.status_code == 422, response.text
+    assert response.json()["details"]["errors"] == [
+        {"pointer": "/cursor", "detail": "is not a cursor this server issued"}
+    ]

@@ -10,6 +10,8 @@ many, a multi-byte string at a byte limit, an unknown or a missing property, 7.0
 from __future__ import annotations
 
 import re
+from decimal import Decimal
+from enum import IntEnum, StrEnum
 from typing import Any
 
 import pytest
@@ -219,6 +221,25 @@ def test_a_trailing_newline_does_not_pass_a_pattern(body: dict[str, Any], pointe
     errors = schema_validator("propose-request.schema.json").errors(body)
     assert [error.pointer for error in errors] == [pointer]
     assert errors[0].detail.startswith("must match the pattern")
+
+
+@pytest.mark.parametrize(
+    ("body", "errors"),
+    [
+        ({"query": "x", "kinds": ("fact",)}, [{"pointer": "/kinds", "detail": "must be of type array"}]),
+        ({"query": "x", "limit": Decimal(7)}, [{"pointer": "/limit", "detail": "must be of type integer"}]),
+        ({"query": "x", "limit": IntEnum("Limit", {"SEVEN": 7}).SEVEN}, []),  # an int subclass
+        ({"query": StrEnum("Query", {"A": "a"}).A}, []),  # a str subclass
+    ],
+)
+def test_values_json_parsing_never_gives_are_decided_by_jsonschema(
+    body: dict[str, Any], errors: list[dict[str, str]]
+) -> None:
+    # jsonschema-rs takes a tuple for an array and a Decimal for an integer; jsonschema does not.
+    validator = schema_validator("recall-request.schema.json")
+    assert not validator.accepts(body)
+    assert [error.as_dict() for error in validator.errors(body)] == errors
+    assert validator.is_valid(body) is not errors
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,11 @@ from typing import Any
 
 import pytest
 
-from fake_lucy.domain.recall import RecallCache
+from fake_lucy.domain import clock, server_state
+from fake_lucy.domain.lifecycle import create_memory
+from fake_lucy.domain.principals import Scope
+from fake_lucy.domain.recall import RecallCache, query_terms
+from fake_lucy.domain.recall import recall as domain_recall
 from fake_lucy.testing import InProcessFake
 from tests.helpers import PROJECT, approved_memory, proposal_body, propose, recall
 
@@ -229,3 +233,47 @@ async def test_a_hit_answers_what_a_cold_cache_answers(fake, api, admin, tmp_pat
                 ]
     finally:
         await cold.aclose()
+
+
+def test_an_answer_shares_nothing_with_the_cache(fake) -> None:
+    cache = RecallCache()
+    db = fake.fake.db
+
+    def answer() -> list[dict[str, Any]]:
+        with db.write() as conn:
+            tx = server_state.in_transaction(conn, "acct_dev")
+            return domain_recall(
+                conn,
+                tenant="tenant_dev",
+                scopes=(Scope("project", "project_example"),),
+                terms=query_terms(QUERY, fake.fake.stop_words),
+                kinds=None,
+                topic=None,
+                limit=10,
+                now=clock.format_us(tx.now_us),
+                cache=cache,
+                index_epoch=tx.index_epoch,
+            )
+
+    with db.write() as conn:
+        create_memory(
+            conn,
+            fake.fake.ids,
+            tenant="tenant_dev",
+            scope=Scope("project", "project_example"),
+            kind="fact",
+            topic=None,
+            content=f"The {QUERY} audit runs weekly.",
+            importance=5,
+            source=None,
+            now=clock.format_us(clock.now_us(conn)),
+        )
+    first = answer()
+    first[0]["scope"]["id"] = "changed"
+    first[0]["content"] = "changed"
+    second = answer()
+    assert cache.hits == 1
+    assert (second[0]["scope"]["id"], second[0]["content"]) == (
+        "project_example",
+        f"The {QUERY} audit runs weekly.",
+    )

@@ -112,6 +112,21 @@ class _MaxUtf8BytesKeyword:
             raise ValueError(f"must be at most {self.limit} UTF-8 bytes")
 
 
+_JSON_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def _plain_json(value: Any) -> bool:
+    """Whether ``value`` is made of exactly the types JSON parsing gives. jsonschema-rs also takes a
+    tuple for an array and a ``Decimal`` for a number, which jsonschema rejects; for anything but
+    plain JSON values the compiled check is skipped and jsonschema decides alone."""
+    kind = type(value)
+    if kind is dict:
+        return all(type(key) is str and _plain_json(item) for key, item in value.items())
+    if kind is list:
+        return all(_plain_json(item) for item in value)
+    return kind in _JSON_SCALARS
+
+
 def _fast_validator(schema: dict[str, Any]) -> Any:
     """The jsonschema-rs validator of a schema whose references are all inlined; None otherwise
     (a reference would need the registry, and jsonschema alone is enough for those few)."""
@@ -304,8 +319,8 @@ class SchemaValidator:
 
     def accepts(self, instance: Any) -> bool:
         """The compiled check alone: True means valid; False means invalid or not decidable there
-        (a value JSON cannot hold, such as a lone surrogate or a non-string key)."""
-        if self._fast is None:
+        (a value JSON cannot hold, such as a lone surrogate, a non-string key or a tuple)."""
+        if self._fast is None or not _plain_json(instance):
             return False
         try:
             return bool(self._fast.is_valid(instance))
