@@ -14,7 +14,7 @@ from typing import Any
 from fake_lucy.domain.principals import Scope, scope_tag
 from fake_lucy.domain.records import MEMORY_COLUMNS, memory_dict
 
-__all__ = ["Ranked", "RecallCache", "query_terms", "recall"]
+__all__ = ["Ranked", "RecallCache", "answer_bytes", "query_terms", "recall"]
 
 _TERM = re.compile(r"[^\W_]+")
 # Weights per FTS column: the scope tag narrows the match but never adds to the score.
@@ -78,6 +78,19 @@ Ranked = list[tuple[float, int, dict[str, Any]]]
 _Key = tuple[str, tuple[str, ...] | None, str | None, int]
 
 
+# What one cached memory costs beyond its text, roughly: the dict, its nested scope and the short
+# strings (ids, timestamps), as ``sys.getsizeof`` counts them on CPython 3.11.
+_MEMORY_OVERHEAD_BYTES = 1_500
+
+
+def answer_bytes(ranked: Ranked) -> int:
+    """The approximate memory a ranked answer holds: its texts plus a fixed cost per memory."""
+    return sum(
+        _MEMORY_OVERHEAD_BYTES + len(memory["content"]) + len(memory["topic"] or "")
+        for _, _, memory in ranked
+    )
+
+
 class RecallCache:
     """This process's ranked answers, valid for one ``server_state.index_epoch``.
 
@@ -86,34 +99,45 @@ class RecallCache:
     helpers, reset). A recall repeated against an unchanged index therefore skips the full-text
     query and the rows; its access times, charge, ledger row and journal row are written as for any
     other. The epoch is read in the recall's own write transaction, so every worker of one database
-    sees a change at once. Least recently used answers go first beyond ``max_entries``.
+    sees a change at once. Least recently used answers go first beyond ``max_entries`` answers or
+    ``max_bytes`` (``answer_bytes``; an answer larger than that alone is not kept).
     """
 
-    def __init__(self, max_entries: int = 256) -> None:
+    def __init__(self, max_entries: int = 256, max_bytes: int = 16 * 2**20) -> None:
         self.max_entries = max_entries
+        self.max_bytes = max_bytes
         self.hits = 0
         self.misses = 0
+        self.bytes = 0
         self._epoch: int | None = None
-        self._entries: dict[_Key, Ranked] = {}
+        self._entries: dict[_Key, tuple[Ranked, int]] = {}
 
     def get(self, epoch: int, key: _Key) -> Ranked | None:
         if epoch != self._epoch:
             self._entries.clear()
+            self.bytes = 0
             self._epoch = epoch
-        ranked = self._entries.pop(key, None)
-        if ranked is None:
+        entry = self._entries.pop(key, None)
+        if entry is None:
             self.misses += 1
             return None
-        self._entries[key] = ranked  # the most recently used goes last
+        self._entries[key] = entry  # the most recently used goes last
         self.hits += 1
-        return ranked
+        return entry[0]
 
     def put(self, epoch: int, key: _Key, ranked: Ranked) -> None:
-        if epoch != self._epoch:
+        size = answer_bytes(ranked)
+        if epoch != self._epoch or size > self.max_bytes:
             return
-        self._entries[key] = ranked
-        if len(self._entries) > self.max_entries:
+        previous = self._entries.pop(key, None)
+        if previous is not None:
+            self.bytes -= previous[1]
+        self._entries[key] = (ranked, size)
+        self.bytes += size
+        while len(self._entries) > self.max_entries or self.bytes > self.max_bytes:
+            _, (_, dropped) = next(iter(self._entries.items()))
             del self._entries[next(iter(self._entries))]
+            self.bytes -= dropped
 
     def __len__(self) -> int:
         return len(self._entries)

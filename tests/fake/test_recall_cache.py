@@ -15,7 +15,7 @@ import pytest
 from fake_lucy.domain import clock, server_state
 from fake_lucy.domain.lifecycle import create_memory
 from fake_lucy.domain.principals import Scope
-from fake_lucy.domain.recall import RecallCache, query_terms
+from fake_lucy.domain.recall import RecallCache, answer_bytes, query_terms
 from fake_lucy.domain.recall import recall as domain_recall
 from fake_lucy.testing import InProcessFake
 from tests.helpers import PROJECT, approved_memory, proposal_body, propose, recall
@@ -64,7 +64,7 @@ async def test_a_repeated_recall_is_a_hit_and_is_still_charged_journaled_and_sta
 async def test_a_hit_hands_out_fresh_objects(fake, api, admin) -> None:
     await approved_memory(api, admin, f"The {QUERY} audit runs weekly.")
     await found(api)
-    (ranked,) = cache_of(fake)._entries.values()
+    ((ranked, _),) = cache_of(fake)._entries.values()
     before = [dict(memory) for _, _, memory in ranked]
     await found(api)
     assert [memory for _, _, memory in ranked] == before  # the answers were copies
@@ -190,6 +190,29 @@ def test_the_cache_keeps_the_most_recently_used_answers() -> None:
     assert len(cache) == 0
     cache.put(7, keys[0], [])  # an answer of an old epoch is not kept
     assert len(cache) == 0
+
+
+def _answer(content_chars: int) -> list[tuple[float, int, dict[str, Any]]]:
+    return [(1.0, 1, {"content": "x" * content_chars, "topic": None})]
+
+
+def test_the_cache_is_bounded_in_bytes_too() -> None:
+    one = answer_bytes(_answer(10_000))
+    cache = RecallCache(max_entries=100, max_bytes=2 * one + 10)
+    keys = [(f"q{n}", None, None, 10) for n in range(3)]
+    cache.get(7, keys[0])
+    for key in keys:
+        cache.put(7, key, _answer(10_000))
+    assert len(cache) == 2
+    assert cache.bytes == 2 * one
+    assert cache.get(7, keys[0]) is None  # the least recently used went first
+    cache.put(7, keys[1], _answer(10_000))  # replacing an answer does not count it twice
+    assert cache.bytes == 2 * one
+    cache.put(7, ("huge", None, None, 10), _answer(3 * 10_000))  # larger than the budget alone
+    assert cache.get(7, ("huge", None, None, 10)) is None
+    assert cache.bytes == 2 * one
+    cache.get(8, keys[1])  # a new epoch
+    assert (len(cache), cache.bytes) == (0, 0)
 
 
 def test_every_write_to_the_index_changes_the_epoch() -> None:
