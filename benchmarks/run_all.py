@@ -264,9 +264,9 @@ each change):
   `server_state.index_epoch` takes a new random value in every transaction that writes the
   full-text index (two helpers in `lifecycle.py`, reset, the bench seeder; a test holds the index
   writes to those helpers), and the memories rows a recall returns change only together with the
-  index. Each worker keeps up to 256 ranked answers (least recently used go first) for the epoch
-  it last read inside a recall's own write transaction, so workers on one file see a change at
-  once. A hit skips the full-text query, the rows and the memory objects (~185 µs); the access
+  index. Each worker keeps up to 256 ranked answers or ~16 MiB (least recently used go first)
+  for the epoch it last read inside a recall's own write transaction, so workers on one file see
+  a change at once. A hit skips the full-text query, the rows and the memory objects (~185 µs); the access
   times, the charge, the ledger row and the journal row are written as for a miss.
 
 Round 3 (no behaviour of the contract changed; the suite passes, plus tests for each change):
