@@ -116,6 +116,9 @@ def create_app(fake: FakeLucy) -> FastAPI:
         openapi_url=None,
         docs_url=None,
         redoc_url=None,
+        # A path with a trailing slash is another path: 404 not_found with a problem body (SPEC 2.1
+        # step 1), never Starlette's bare 307 to the path without it.
+        redirect_slashes=False,
         # FastAPI's native OpenTelemetry checks the global providers on every request (~9 µs);
         # a fake has nothing to trace.
         telemetry={"tracing": False, "metrics": False, "logs": False},

@@ -253,6 +253,8 @@ class V1Pipeline:
                 body = parse_json_object(call.raw_body)
             except InvalidJSONError as exc:
                 raise ProblemError("invalid_json", str(exc)) from None
+        elif call.raw_body:
+            raise ProblemError("unsupported_media_type", "proposal status takes no body")
         call.client_name = inputs.client_name(headers)
         if inputs.retry_attempt(headers) == -1:
             raise ProblemError(

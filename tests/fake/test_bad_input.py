@@ -155,6 +155,34 @@ async def test_unknown_routes_and_methods_are_problems(api) -> None:
     assert wrong.headers["Allow"] == "POST"
 
 
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("POST", V1 + "/recall/"),
+        ("POST", V1 + "/proposals/"),
+        ("GET", V1 + "/proposals/prop_x/"),
+        ("GET", "/_fake/ledger/"),
+    ],
+)
+async def test_a_trailing_slash_is_another_path_not_a_redirect(api, method, path) -> None:
+    response = await api.request(method, path, json={"query": "x"} if method == "POST" else None)
+    assert (response.status_code, response.json()["code"]) == (404, "not_found")
+    assert response.headers["Lucy-Request-Id"].startswith("req_")
+    assert "Location" not in response.headers
+
+
+async def test_proposal_status_with_a_body_is_415_and_not_charged(api, admin) -> None:
+    created = await propose(api)
+    before = await _state(admin)
+    for headers in ({}, {"Content-Type": "application/json"}):
+        response = await api.request(
+            "GET", f"{V1}/proposals/{created.json()['proposal']['id']}", content=b'{"x":1}', headers=headers
+        )
+        assert (response.status_code, response.json()["code"]) == (415, "unsupported_media_type")
+        assert "Lucy-Credits-Charged" not in response.headers
+    assert await _state(admin) == before
+
+
 async def test_route_errors_come_before_authentication(fake) -> None:
     async with fake.client(None) as client:
         assert (await client.get(V1 + "/recall")).status_code == 405
