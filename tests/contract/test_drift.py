@@ -201,6 +201,14 @@ def test_each_positive_example_matches_its_own_pattern(entry: dict[str, Any], tm
 
 
 @pytest.mark.parametrize("entry", PATTERNS, ids=[entry["name"] for entry in PATTERNS])
+def test_no_pattern_uses_a_unicode_word_boundary(entry: dict[str, Any]) -> None:
+    # Python's \b treats every Unicode letter as a word character (ECMAScript's does not): a key
+    # glued to "ключ" or "é" would slip through. Boundaries are ASCII lookarounds instead.
+    assert "\\b" not in entry["regex"]
+    assert "\\w" not in entry["regex"].replace("[A-Za-z0-9_]", "")
+
+
+@pytest.mark.parametrize("entry", PATTERNS, ids=[entry["name"] for entry in PATTERNS])
 def test_each_negative_example_matches_no_pattern(entry: dict[str, Any], tmp_path: Path) -> None:
     assert entry["negative"]
     for side, scanner in _scanners(tmp_path).items():
