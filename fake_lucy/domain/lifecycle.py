@@ -459,6 +459,7 @@ def delete_memory(conn: sqlite3.Connection, memory_id: str, *, now: str) -> sqli
     head = _load_memory(conn, memory_id)
     if head["status"] != "active":
         raise DomainError("invalid_transition", "only an active memory can be deleted")
+    expire_due(conn, now)  # a proposal already past its expiry is expired, not superseded by this
     conn.execute("UPDATE memories SET status = 'deleted' WHERE seq = ?", (head["seq"],))
     conn.execute(
         "UPDATE memory_versions SET status = 'deleted' WHERE memory_id = ? AND version = ?",

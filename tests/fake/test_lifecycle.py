@@ -236,6 +236,16 @@ async def test_delete_supersedes_pending_proposals_and_restore_brings_it_back(ap
     assert [m["id"] for m in (await recall(api, "backups nightly")).json()["memories"]] == [memory_id]
 
 
+async def test_delete_leaves_an_already_expired_proposal_expired(api, admin) -> None:
+    first = await approved_memory(api, admin, "Deploys happen on Tuesdays.", topic="deploy-day")
+    pending = await _pending(api, content="Deploys happen on Thursdays.", topic="deploy-day")
+    await admin.advance_clock(8 * 86_400)  # past the 7-day proposal TTL; nothing has read it since
+    await admin.delete_memory(first["memory"]["id"])
+    expired = (await status(api, pending["id"])).json()["proposal"]
+    assert (expired["status"], expired["reason"]) == ("expired", "expired")
+    assert expired["decided_at"] == expired["expires_at"]
+
+
 async def test_restore_refuses_when_the_topic_was_taken_meanwhile(api, admin) -> None:
     first = await approved_memory(api, admin, "On-call rotates weekly.", topic="on-call")
     await admin.delete_memory(first["memory"]["id"])
