@@ -130,27 +130,7 @@ def plan_proposal(conn: sqlite3.Connection, principal: Principal, body: dict[str
     topic: str | None = body.get("topic", _UNSET)
     replaces = body.get("replaces")
     if replaces is not None:
-        head = _memory_head(conn, tenant, replaces["memory_id"])
-        if (
-            head is None
-            or head["status"] == "deleted"
-            or not principal.sees(Scope(head["scope_kind"], head["scope_id"]))
-        ):
-            raise DomainError("memory_not_found", "no visible active memory has this id")
-        _require_version(head, replaces["version"])
-        if (head["scope_kind"], head["scope_id"]) != (scope.kind, scope.id):
-            raise DomainError(
-                "invalid_request",
-                "the request does not match the schema",
-                details={
-                    "errors": [
-                        {
-                            "pointer": "/scope",
-                            "detail": "must equal the scope of the replaced memory",
-                        }
-                    ]
-                },
-            )
+        head = _replaced_head(conn, principal, scope, replaces)
         if topic is _UNSET:
             topic = head["topic"]
         elif topic is not None and topic != head["topic"]:
@@ -166,12 +146,40 @@ def plan_proposal(conn: sqlite3.Connection, principal: Principal, body: dict[str
     return ProposalPlan(scope, topic, None, None, _topic_target(tenant, scope, topic))
 
 
-def secret_plan(principal: Principal, body: dict[str, Any]) -> ProposalPlan:
-    """Step 11 for a secret-looking propose: only the scope; no upsert, target or topic checks."""
+def _replaced_head(
+    conn: sqlite3.Connection, principal: Principal, scope: Scope, replaces: dict[str, Any]
+) -> sqlite3.Row:
+    """The memory ``replaces`` names, checked: visible and active, that version, the same scope."""
+    head = _memory_head(conn, principal.tenant_id, replaces["memory_id"])
+    if (
+        head is None
+        or head["status"] == "deleted"
+        or not principal.sees(Scope(head["scope_kind"], head["scope_id"]))
+    ):
+        raise DomainError("memory_not_found", "no visible active memory has this id")
+    _require_version(head, replaces["version"])
+    if (head["scope_kind"], head["scope_id"]) != (scope.kind, scope.id):
+        raise DomainError(
+            "invalid_request",
+            "the request does not match the schema",
+            details={
+                "errors": [{"pointer": "/scope", "detail": "must equal the scope of the replaced memory"}]
+            },
+        )
+    return head
+
+
+def secret_plan(conn: sqlite3.Connection, principal: Principal, body: dict[str, Any]) -> ProposalPlan:
+    """Step 11 for a secret-looking propose: the scope and the ``replaces`` rules, which it keeps;
+    no topic upsert, topic conflict or competition target (it is stored rejected)."""
     scope = Scope(kind=body["scope"]["kind"], id=body["scope"]["id"])
     if not principal.sees(scope):
         raise DomainError("scope_forbidden", "the credential cannot see this scope")
-    return ProposalPlan(scope, None, None, None, None)
+    replaces = body.get("replaces")
+    if replaces is None:
+        return ProposalPlan(scope, None, None, None, None)
+    head = _replaced_head(conn, principal, scope, replaces)
+    return ProposalPlan(scope, None, head["id"], head["version"], None)
 
 
 def create_proposal(

@@ -453,7 +453,7 @@ class V1Pipeline:
         if secret is None:  # 11
             plan = lifecycle.plan_proposal(conn, principal, body)
         else:
-            plan = lifecycle.secret_plan(principal, body)
+            plan = lifecycle.secret_plan(conn, principal, body)
         billing.check_can_charge(billing_available=tx.billing_available, balance=tx.balance)  # 12
         expires_at = clock.format_us(now_us + principal.proposal_ttl_seconds * 1_000_000)
         row = lifecycle.create_proposal(  # 13

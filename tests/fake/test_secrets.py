@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from lucy_memory._contract import load_json
-from tests.helpers import proposal_body, propose
+from tests.helpers import PROJECT, WORKSPACE, approved_memory, proposal_body, propose, status
 
 pytestmark = pytest.mark.anyio
 
@@ -70,3 +70,43 @@ async def test_a_secret_in_a_kebab_case_topic_clears_the_topic(api) -> None:
 async def test_near_misses_are_ordinary_pending_proposals(api, text) -> None:
     response = await propose(api, proposal_body(f"Context: {text}"))
     assert response.json()["proposal"]["status"] == "pending"
+
+
+SECRET = "password=hunter2hunter2"
+
+
+async def test_a_secret_proposal_keeps_a_valid_replaces_and_changes_nothing_else(api, admin) -> None:
+    memory = (await approved_memory(api, admin, "The deploy key lives in the vault.", topic="deploy-key"))[
+        "memory"
+    ]
+    other = await propose(api, proposal_body("The deploy key lives in 1Password.", topic="deploy-key"))
+    response = await propose(
+        api,
+        proposal_body(f"Deploy key: {SECRET}", replaces={"memory_id": memory["id"], "version": 1}),
+    )
+    assert response.status_code == 201, response.text
+    proposal = response.json()["proposal"]
+    assert (proposal["status"], proposal["reason"]) == ("rejected", "secret_detected")
+    assert proposal["replaces"] == {"memory_id": memory["id"], "version": 1}
+    assert (await status(api, other.json()["proposal"]["id"])).json()["proposal"]["status"] == "pending"
+    listed = {m["id"]: m for m in (await admin.memories())["items"]}
+    assert (listed[memory["id"]]["version"], listed[memory["id"]]["status"]) == (1, "active")
+
+
+@pytest.mark.parametrize(
+    ("replaces", "scope", "status_code", "code"),
+    [
+        ({"memory_id": "mem_" + "x" * 22, "version": 1}, PROJECT, 404, "memory_not_found"),
+        (None, PROJECT, 409, "version_conflict"),
+        (None, WORKSPACE, 422, "invalid_request"),
+    ],
+)
+async def test_a_secret_proposal_still_obeys_the_replaces_rules(
+    api, admin, replaces, scope, status_code, code
+) -> None:
+    memory = (await approved_memory(api, admin, "Rotate the signing key yearly."))["memory"]
+    replaces = replaces or {"memory_id": memory["id"], "version": 2 if scope == PROJECT else 1}
+    before = await admin.ledger()
+    response = await propose(api, proposal_body(f"Key: {SECRET}", scope=scope, replaces=replaces))
+    assert (response.status_code, response.json()["code"]) == (status_code, code)
+    assert await admin.ledger() == before
