@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import math
 import re
+import sqlite3
+from fractions import Fraction
 
 import httpx
 import pytest
 
+from fake_lucy.domain import ratelimit
 from fake_lucy.testing import InProcessFake
 from tests.conftest import HOOKS
 from tests.helpers import V1, propose, recall, status
@@ -124,3 +128,50 @@ async def test_a_429_from_the_limiter_is_not_a_reason_to_charge_even_for_propose
     assert after.status_code == 201
     assert "RateLimit" not in after.headers
     assert "Idempotent-Replayed" not in after.headers, "the 429 was not stored"
+
+
+async def test_retry_after_is_exact_after_the_clock_moves(api, admin) -> None:
+    # 2 per minute, 20 s later: 2/3 of a token, the next one 10 s away (float arithmetic said 11).
+    await admin.set_clock(frozen=True)
+    await admin.set_policy(rate_limit_per_minute=2)
+    assert [(await recall(api, "database")).status_code for _ in range(2)] == [200, 200]
+    await admin.advance_clock(20)
+    refused = await recall(api, "database")
+    assert (refused.status_code, refused.headers["Retry-After"]) == (429, "10")
+    assert bucket(refused) == (0, 40)
+    await admin.advance_clock(9)
+    assert (await recall(api, "database")).status_code == 429
+    await admin.advance_clock(1)
+    assert (await recall(api, "database")).status_code == 200
+
+
+def test_every_rate_and_wait_gives_the_exact_retry_after() -> None:
+    """Rates 1–120 per minute, 1–59 s after emptying the bucket: Retry-After is the ceiling of the
+    exact time to the next token; one second earlier is still refused, at Retry-After it is not."""
+    conn = sqlite3.connect(":memory:")
+    conn.execute(
+        "CREATE TABLE rate_buckets (credential_id TEXT PRIMARY KEY, tokens REAL, updated_us INTEGER)"
+    )
+    second = 1_000_000
+    for rate in range(1, 121):
+        for wait in range(1, 60):
+            credential = f"c{rate}-{wait}"
+            for _ in range(rate):
+                assert ratelimit.take_token(conn, credential_id=credential, per_minute=rate, now_us=0).allowed
+            tokens = Fraction(rate * wait, 60)
+            state = ratelimit.take_token(
+                conn, credential_id=credential, per_minute=rate, now_us=wait * second
+            )
+            assert state.allowed == (tokens >= 1), (rate, wait)
+            if state.allowed:
+                continue
+            expected = math.ceil((1 - tokens) / Fraction(rate, 60))
+            assert state.retry_after == max(1, expected), (rate, wait)
+            assert state.reset == math.ceil((rate - tokens) / Fraction(rate, 60)), (rate, wait)
+            later = (wait + state.retry_after) * second
+            if state.retry_after > 1:
+                early = ratelimit.take_token(
+                    conn, credential_id=credential, per_minute=rate, now_us=later - second
+                )
+                assert not early.allowed, (rate, wait)
+            assert ratelimit.take_token(conn, credential_id=credential, per_minute=rate, now_us=later).allowed
