@@ -10,6 +10,7 @@ supplies the clock and the random source, and does the sleeping, so tests never 
 
 from __future__ import annotations
 
+import datetime
 import math
 import re
 from collections.abc import Callable
@@ -48,7 +49,14 @@ JITTER_FRACTION = 0.25
 POLL_INITIAL_SECONDS = 1.0
 POLL_MAX_SECONDS = 30.0
 
-_DELTA_SECONDS = re.compile(r"[0-9]{1,10}")
+_DELTA_SECONDS = re.compile(r"[0-9]+")
+# RFC 9111 5.2: a delta-seconds too large to hold is taken as 2^31 seconds (far over any wait).
+_DELTA_SECONDS_CAP = 2_147_483_648
+# RFC 9110's third HTTP-date form (ANSI C's asctime), which carries no zone: it is GMT by definition.
+_ASCTIME = re.compile(
+    r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
+    r" (?: [1-9]|[12][0-9]|3[01]) [0-9]{2}:[0-9]{2}:[0-9]{2} [0-9]{4}"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,14 +75,16 @@ def parse_retry_after(value: str | None, *, now: float) -> float | None:
         return None
     text = value.strip()
     if _DELTA_SECONDS.fullmatch(text):
-        return float(int(text))
+        return float(min(int(text), _DELTA_SECONDS_CAP) if len(text) <= 10 else _DELTA_SECONDS_CAP)
     try:
         moment = parsedate_to_datetime(text)
     except (TypeError, ValueError, IndexError):
         return None
     if moment.tzinfo is None:
-        # RFC 9110 dates are GMT; a date without a zone is not an HTTP date.
-        return None
+        # RFC 9110 dates are GMT; only the asctime form says so by omitting the zone.
+        if not _ASCTIME.fullmatch(text):
+            return None
+        moment = moment.replace(tzinfo=datetime.UTC)
     seconds = moment.timestamp() - now
     return max(0.0, seconds) if math.isfinite(seconds) else None
 

@@ -54,6 +54,8 @@ def test_the_retry_budget_is_max_retries() -> None:
         (" 60 ", 60.0),
         ("Tue, 17 Mar 2030 17:47:22 GMT", 42.0),
         ("Tue, 17 Mar 2030 17:40:00 GMT", 0.0),  # in the past: now
+        ("Tuesday, 17-Mar-30 17:47:22 GMT", 42.0),  # RFC 850, obsolete but an HTTP-date
+        ("Tue Mar 17 17:47:22 2030", 42.0),  # asctime: no zone, GMT by definition
     ],
 )
 def test_valid_retry_after_values_are_waited_exactly(header, seconds) -> None:
@@ -61,7 +63,10 @@ def test_valid_retry_after_values_are_waited_exactly(header, seconds) -> None:
     assert (decision.retry, decision.delay, decision.retry_after) == (True, seconds, seconds)
 
 
-@pytest.mark.parametrize("header", ["61", "3600", "Tue, 17 Mar 2030 17:48:00 GMT"])
+@pytest.mark.parametrize(
+    "header",
+    ["61", "3600", "99999999999", "9" * 5000, "Tue, 17 Mar 2030 17:48:00 GMT", "Tue Mar 17 18:46:40 2030"],
+)
 def test_retry_after_over_60_seconds_is_not_retried_and_reported(header) -> None:
     decision = _decide(header=header)
     assert decision.retry is False
@@ -69,7 +74,20 @@ def test_retry_after_over_60_seconds_is_not_retried_and_reported(header) -> None
     assert decision.retry_after > 60
 
 
-@pytest.mark.parametrize("header", [None, "", "soon", "-1", "1.5", "7 seconds", "Tue, 17 Mar 2030 17:47:22"])
+@pytest.mark.parametrize(
+    "header",
+    [
+        None,
+        "",
+        "soon",
+        "-1",
+        "1.5",
+        "7 seconds",
+        "Tue, 17 Mar 2030 17:47:22",
+        "17 Mar 2030 17:47:22",
+        "Tue Mar 17 2030",
+    ],
+)
 def test_absent_or_malformed_retry_after_falls_back_to_backoff(header) -> None:
     assert parse_retry_after(header, now=NOW) is None
     decision = _decide(header=header, done=1)
