@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -65,6 +66,20 @@ class Transport(Protocol):
     async def send(self, request: TransportRequest) -> TransportResponse: ...
 
 
+# A host name: dot-separated labels of ASCII letters, digits, hyphens and underscores (container
+# and service names use them; IDNs come as punycode), or an IP address (``_is_ip``).
+_HOST_LABEL = r"[A-Za-z0-9_](?:[A-Za-z0-9_-]*[A-Za-z0-9_])?"
+_HOST_NAME = re.compile(rf"{_HOST_LABEL}(?:\.{_HOST_LABEL})*\.?")
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
 def _is_loopback(host: str) -> bool:
     if host.lower() in ("localhost", "localhost."):
         return True
@@ -77,10 +92,17 @@ def _is_loopback(host: str) -> bool:
 def _check_base_url(base_url: str, *, allow_insecure_loopback: bool) -> str:
     if not isinstance(base_url, str) or not base_url:
         raise ConfigurationError("base_url must be a non-empty string such as https://lucy.example")
-    parts = urlsplit(base_url)
+    unreadable = ConfigurationError("base_url is not a valid URL: its host or port cannot be read")
+    try:
+        parts = urlsplit(base_url)
+        port = parts.port  # raises for a port that is not a number from 0 to 65535
+    except ValueError:
+        raise unreadable from None
     scheme = parts.scheme.lower()
     if scheme not in ("https", "http") or not parts.hostname:
         raise ConfigurationError("base_url must be an https:// origin")
+    if port == 0 or not (_HOST_NAME.fullmatch(parts.hostname) or _is_ip(parts.hostname)):
+        raise unreadable
     if parts.username is not None or parts.password is not None:
         raise ConfigurationError("base_url must not contain credentials; pass the token to the client")
     if parts.query or parts.fragment or parts.path not in ("", "/"):
@@ -98,7 +120,12 @@ def _check_base_url(base_url: str, *, allow_insecure_loopback: bool) -> str:
             raise InsecureTransportError(
                 "cleartext http:// is allowed only to a loopback host (localhost, 127.0.0.0/8, ::1)"
             )
-    return f"{scheme}://{parts.netloc}"
+    origin = f"{scheme}://{parts.netloc}"
+    try:
+        httpx.URL(origin + API_PREFIX)
+    except httpx.InvalidURL:
+        raise unreadable from None
+    return origin
 
 
 def _check_seconds(name: str, value: float) -> float:

@@ -84,6 +84,27 @@ def test_cleartext_needs_the_loopback_switch_and_a_loopback_host(configure) -> N
     assert "must be 1" in refused(configure, ALLOW_INSECURE_LOOPBACK="yes")
 
 
+@pytest.mark.parametrize(
+    "base_url",
+    [
+        "https://lucy.example:443x",
+        f"https://lucy.example:{TOKEN}",
+        "https://[::1",
+        "https://lucy.example:99999",
+        "https://lucy.example:-1",
+        "https://lucy.example:0",
+        "https://lu cy.example",
+    ],
+)
+def test_a_base_url_whose_host_or_port_cannot_be_read_is_refused_without_echoing_it(
+    configure, base_url
+) -> None:
+    message = refused(configure, TOKEN=TOKEN, BASE_URL=base_url)
+    assert "host or port cannot be read" in message
+    assert TOKEN not in message
+    assert base_url.split("//")[1] not in message
+
+
 def test_a_base_url_with_a_path_or_credentials_is_refused(configure) -> None:
     assert "origin" in refused(configure, TOKEN=TOKEN, BASE_URL="https://lucy.example/api/agent-memory/v1")
     message = refused(configure, BASE_URL=f"https://user:{TOKEN}@lucy.example")

@@ -185,7 +185,14 @@ def test_cleartext_http_is_refused_unless_loopback_and_explicitly_allowed(base_u
 
 @pytest.mark.parametrize(
     "base_url",
-    ["http://127.0.0.1:8787", "http://localhost:8787/", "http://[::1]:8787", "https://lucy.example"],
+    [
+        "http://127.0.0.1:8787",
+        "http://localhost:8787/",
+        "http://[::1]:8787",
+        "https://lucy.example",
+        "https://lucy_memory.internal:8443",
+        "https://xn--bcher-kva.example",
+    ],
 )
 def test_https_and_allowed_loopback_http_are_accepted(base_url) -> None:
     transport = create_lucy_http_transport(base_url=base_url, allow_insecure_loopback=True)
