@@ -28,6 +28,7 @@ from types import TracebackType
 from typing import Any
 
 import anyio
+import httpx
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from lucy_memory._contract import InvalidJSONError as _ParseError
@@ -47,6 +48,7 @@ from lucy_memory.errors import (
     InvalidResponseError,
     LucyMemoryError,
     PermissionDeniedError,
+    ResponseLostError,
     SecretDetectedError,
     VersionConflictError,
     api_error_class,
@@ -355,6 +357,24 @@ class AgentMemoryClient:
             headers["Lucy-Retry-Attempt"] = str(attempt)
         return headers
 
+    async def _send(self, request: TransportRequest) -> TransportResponse:
+        """One ``Transport.send``. A custom transport that lets a network error through (or loses the
+        key) still gives a ``ResponseLostError`` that carries the propose's idempotency key."""
+        try:
+            return await self._transport.send(request)
+        except ResponseLostError as lost:
+            if lost.idempotency_key is not None or request.idempotency_key is None:
+                raise
+            cause: BaseException = lost
+        except (httpx.TransportError, OSError) as exc:  # OSError includes TimeoutError
+            cause = exc
+        raise ResponseLostError.for_request(
+            operation=request.operation,
+            idempotency_key=request.idempotency_key,
+            attempts=request.attempt + 1,
+            cause=f"the transport raised {type(cause).__name__}",
+        ) from cause
+
     async def _exchange(
         self, operation: _Operation, path: str, body: bytes | None, *, idempotency_key: str | None
     ) -> tuple[TransportResponse, int]:
@@ -371,7 +391,7 @@ class AgentMemoryClient:
                 attempt=attempt,
             )
             logger.debug("lucy_memory: %s attempt %d", operation.name, attempt)
-            response = await self._transport.send(request)
+            response = await self._send(request)
             logger.debug(
                 "lucy_memory: %s attempt %d answered %d (request %s)",
                 operation.name,

@@ -6,7 +6,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from lucy_memory import ResponseLostError
+from lucy_memory import AgentMemoryClient, ResponseLostError
+from lucy_memory.transport import TransportRequest, TransportResponse
 from tests.sdk.helpers import http_transport, proposal_json
 
 pytestmark = pytest.mark.anyio
@@ -98,3 +99,49 @@ async def test_a_timed_out_propose_raises_response_lost_and_is_not_retried(
     assert len((await admin.proposals())["items"]) == 1
     assert [row["operation"] for row in await admin.ledger()].count("propose") == 1
     assert sleeps.delays == []
+
+
+class _RaisingTransport:
+    """A custom transport (the ``Transport`` protocol) that breaks the protocol's rule and lets a
+    network error through, or raises ``ResponseLostError`` without the key."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+        self.keys: list[str | None] = []
+
+    async def send(self, request: TransportRequest) -> TransportResponse:
+        self.keys.append(request.idempotency_key)
+        raise self.error
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        httpx.RemoteProtocolError("Server disconnected without sending a response."),
+        httpx.ReadTimeout("timed out"),
+        ConnectionResetError(104, "Connection reset by peer"),
+        ResponseLostError("connection dropped", operation="propose", idempotency_key=None, attempts=1),
+    ],
+)
+async def test_a_custom_transports_network_error_on_propose_still_carries_the_key(error) -> None:
+    transport = _RaisingTransport(error)
+    client = AgentMemoryClient(
+        transport=transport, token="a-token-for-a-custom-transport", permissions=["memory:propose"]
+    )
+    with pytest.raises(ResponseLostError) as caught:
+        await client.propose(proposal_json(), idempotency_key="my-key-1")
+    lost = caught.value
+    assert (lost.idempotency_key, lost.attempts, lost.retryable) == ("my-key-1", 1, True)
+    assert "same idempotency_key" in str(lost)
+    assert lost.__cause__ is error
+    assert transport.keys == ["my-key-1"]
+
+
+async def test_a_custom_transports_other_exceptions_are_not_called_lost_responses() -> None:
+    client = AgentMemoryClient(
+        transport=_RaisingTransport(TypeError("a bug in the transport")),
+        token="a-token-for-a-custom-transport",
+        permissions=["memory:propose"],
+    )
+    with pytest.raises(TypeError):
+        await client.propose(proposal_json(), idempotency_key="my-key-1")
