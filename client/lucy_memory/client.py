@@ -74,7 +74,21 @@ DEFAULT_CLIENT_NAME = "lucy-memory-python"
 _CLIENT_NAME_MAX_CHARS = 100
 _TOKEN = re.compile(r"[\x21-\x7E]{1,4096}")
 _IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7E]{1,255}")
-_CONTROL = re.compile(r"[\x00-\x1F\x7F]")
+_CONTROL = re.compile(r"[\x00-\x1F\x7F-\x9F]")  # C0, DEL and C1, as the server counts them
+
+
+def _valid_client_name(name: object) -> bool:
+    """What the server takes (contract ``Lucy-Client-Name``): after trimming, 1 to 100 characters,
+    no control characters, encodable as UTF-8."""
+    if not isinstance(name, str) or _CONTROL.search(name):
+        return False
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate
+        return False
+    return 1 <= len(name.strip()) <= _CLIENT_NAME_MAX_CHARS
+
+
 # Shorter tokens are not scrubbed from server text: replacing them would garble ordinary words.
 _REDACT_MIN_LENGTH = 8
 _SECRET_FIELDS = ("content", "justification", "topic")
@@ -168,12 +182,11 @@ class AgentMemoryClient:
     ) -> None:
         if not isinstance(token, str) or not _TOKEN.fullmatch(token):
             raise ConfigurationError("token must be 1 to 4096 printable ASCII characters without spaces")
-        if (
-            not isinstance(client_name, str)
-            or not 1 <= len(client_name) <= _CLIENT_NAME_MAX_CHARS
-            or _CONTROL.search(client_name)
-        ):
-            raise ConfigurationError("client_name must be 1 to 100 characters without control characters")
+        if not _valid_client_name(client_name):
+            raise ConfigurationError(
+                "client_name must be 1 to 100 characters (not counting leading and trailing spaces),"
+                " without control characters"
+            )
         retries = (
             getattr(transport, "max_retries", DEFAULT_MAX_RETRIES) if max_retries is None else max_retries
         )

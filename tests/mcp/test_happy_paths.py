@@ -99,6 +99,18 @@ async def test_a_client_name_in_the_request_metadata_wins_over_the_initialize_on
     assert result.structured_content["proposal"]["source"] == "per-request-host"
 
 
+@pytest.mark.parametrize(
+    ("host", "source"), [("Host\u0085Agent", "HostAgent"), ("Host\ud800 Agent", "Host Agent")]
+)
+async def test_a_host_name_with_characters_the_server_refuses_is_cleaned(fake, host, source) -> None:
+    # C1 controls (NEL) and lone surrogates would make every call a 400 invalid_header.
+    async with connect(fake, mode="legacy", client_name=host) as client:
+        result = await client.call_tool("memory_propose", proposal_args())
+    assert result.is_error is False, text_of(result)
+    assert result.structured_content is not None
+    assert result.structured_content["proposal"]["source"] == source
+
+
 def test_without_any_client_name_the_source_is_lucy_memory_mcp() -> None:
     bare = SimpleNamespace(meta=None, session=SimpleNamespace(client_params=None))
     assert client_name(cast(Any, bare)) == "lucy-memory-mcp"

@@ -9,6 +9,7 @@ import json
 import pytest
 
 from lucy_memory import (
+    AgentMemoryClient,
     ConfigurationError,
     Proposal,
     ProposeResult,
@@ -82,6 +83,24 @@ async def test_a_non_ascii_client_name_is_percent_encoded_and_stored_decoded(fak
     client = new_client(fake, client_name="Agent Ünïcode 100%")
     proposed = await client.propose(proposal_json())
     assert proposed.proposal.source == "Agent Ünïcode 100%"
+
+
+@pytest.mark.parametrize("name", ["   ", "", "Host\u0085Agent", "Host\x9fAgent", "Host\ud800", "x" * 101, 7])
+def test_a_client_name_the_server_would_refuse_is_refused_up_front(name) -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        AgentMemoryClient(
+            transport=object(),  # type: ignore[arg-type]
+            token="a-token-for-the-name-check",
+            permissions=["memory:read"],
+            client_name=name,
+        )
+    assert "client_name" in str(caught.value)
+
+
+async def test_a_client_name_is_counted_without_its_surrounding_spaces(fake, new_client) -> None:
+    client = new_client(fake, client_name="  " + "n" * 100 + "  ")
+    proposed = await client.propose(proposal_json())
+    assert proposed.proposal.source == "n" * 100
 
 
 async def test_the_body_sent_is_the_rfc_8785_form_of_the_input(fake, admin, new_client) -> None:
