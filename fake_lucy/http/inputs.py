@@ -26,14 +26,20 @@ _IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,255}")
 _RETRY_ATTEMPT = re.compile(r"0|[1-9]|10")  # no sign, no leading zeros (the contract's pattern)
 _CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # C0, DEL and C1
 _VISIBLE_ASCII = re.compile(r"[\x20-\x7e]+")  # on the wire; other text is percent-encoded
+_STRAY_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")  # a literal % travels as %25
 MAX_CLIENT_NAME = 100
+MAX_PERMISSIONS_HEADER = 1000  # the contract's maxLength
 
 
 def header_map(scope: Mapping[str, Any]) -> dict[str, str]:
-    """The request's headers by lower-case name, read once (the first of repeated names wins)."""
+    """The request's headers by lower-case name, read once. A name sent on several lines is one
+    value, its lines joined with ", " (RFC 9110 5.3): a list header such as Lucy-Permissions keeps
+    every item, and a repeated single-value header becomes malformed instead of half-read."""
     headers: dict[str, str] = {}
-    for name, value in scope["headers"]:
-        headers.setdefault(name.decode("latin-1").lower(), value.decode("latin-1"))
+    for raw_name, raw_value in scope["headers"]:
+        name = raw_name.decode("latin-1").lower()
+        value = raw_value.decode("latin-1")
+        headers[name] = headers[name] + ", " + value if name in headers else value
     return headers
 
 
@@ -61,7 +67,7 @@ def bearer_token(headers: Mapping[str, str]) -> str | None:
     if value is None:
         return None
     scheme, _, token = value.partition(" ")
-    token = token.strip()
+    token = token.strip(" \t")  # RFC 9110 11.4: one or more spaces after the scheme
     if scheme.lower() != "bearer" or not token:
         return None
     return token
@@ -76,7 +82,9 @@ def permissions_header(headers: Mapping[str, str]) -> frozenset[str] | None:
     value = headers.get("lucy-permissions")
     if value is None:
         return None
-    items = [item.strip() for item in value.split(",")]
+    if len(value) > MAX_PERMISSIONS_HEADER:
+        raise _invalid_header("Lucy-Permissions", f"it must be at most {MAX_PERMISSIONS_HEADER} characters")
+    items = [item.strip(" \t") for item in value.split(",")]
     if any(not item for item in items):
         raise _invalid_header("Lucy-Permissions", "it has an empty item")
     if any(item not in PERMISSIONS for item in items):
@@ -90,7 +98,7 @@ def client_name(headers: Mapping[str, str]) -> str | None:
     if value is None:
         return None
     rule = f"it must be 1 to {MAX_CLIENT_NAME} characters, percent-encoded UTF-8 if not ASCII"
-    if not _VISIBLE_ASCII.fullmatch(value):
+    if not _VISIBLE_ASCII.fullmatch(value) or _STRAY_PERCENT.search(value):
         raise _invalid_header("Lucy-Client-Name", rule)
     try:
         decoded = unquote(value, encoding="utf-8", errors="strict")
@@ -107,7 +115,7 @@ def retry_attempt(headers: Mapping[str, str]) -> int | None:
     value = headers.get("lucy-retry-attempt")
     if value is None:
         return None
-    value = value.strip()
+    value = value.strip(" \t")
     if not _RETRY_ATTEMPT.fullmatch(value) or int(value) > 10:
         return -1
     return int(value)

@@ -108,12 +108,41 @@ async def test_lucy_permissions_narrows_the_request(api) -> None:
         ("Lucy-Client-Name", "%ff%fe"),
         ("Lucy-Retry-Attempt", "11"),
         ("Lucy-Retry-Attempt", "one"),
+        ("Lucy-Permissions", " , ".join(["memory:read"] * 80)),  # valid items, over 1,000 characters
+        ("Lucy-Permissions", "memory:read\xa0"),  # only spaces and tabs around items
+        ("Lucy-Retry-Attempt", "1\x0b"),
+        ("Lucy-Client-Name", "50%"),  # a literal % travels as %25
+        ("Lucy-Client-Name", "50%2"),
     ],
 )
 async def test_malformed_optional_headers_are_400_invalid_header(api, header, value) -> None:
-    response = await api.post(V1 + "/recall", json={"query": "x"}, headers={header: value})
+    raw = value.encode("latin-1")  # bytes: httpx would refuse a non-ASCII str
+    response = await api.post(V1 + "/recall", json={"query": "x"}, headers={header: raw})
     assert (response.status_code, response.json()["code"]) == (400, "invalid_header")
     assert value not in response.json()["detail"] or value == ""
+
+
+async def test_a_header_sent_on_several_lines_is_its_lines_joined(fake, api) -> None:
+    # RFC 9110 5.3: Lucy-Permissions on two lines is the list of both; a repeated single-value
+    # header becomes one malformed value, never "the first one wins".
+    lines = [(b"lucy-permissions", b"memory:read"), (b"lucy-permissions", b"memory:propose")]
+    both = await api.post(
+        V1 + "/proposals", json=proposal_body(), headers=[*lines, (b"idempotency-key", b"k1")]
+    )
+    assert both.status_code == 201, both.text
+    twice = await api.post(V1 + "/recall", json={"query": "x"}, headers=[(b"lucy-retry-attempt", b"1")] * 2)
+    assert (twice.status_code, twice.json()["code"]) == (400, "invalid_header")
+    keys = [(b"idempotency-key", b"k2"), (b"idempotency-key", b"k3")]
+    two_keys = await api.post(V1 + "/proposals", json=proposal_body(), headers=keys)
+    assert (two_keys.status_code, two_keys.json()["code"]) == (400, "idempotency_key_required")
+
+
+async def test_bearer_may_be_followed_by_more_than_one_space(fake) -> None:
+    async with fake.client(None) as client:
+        response = await client.post(
+            V1 + "/recall", json={"query": "x"}, headers={"Authorization": f"Bearer   {fake.dev_token}"}
+        )
+    assert response.status_code == 200
 
 
 async def test_a_proposal_in_an_invisible_scope_is_scope_forbidden(api) -> None:
