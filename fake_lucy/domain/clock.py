@@ -65,6 +65,12 @@ def _store(conn: sqlite3.Connection, target_us: int, frozen: bool) -> None:
 
 
 def advance(conn: sqlite3.Connection, seconds: float) -> dict[str, object]:
+    if seconds < 0:
+        raise DomainError(
+            "clock_regression",
+            "the clock never moves backwards; use reset to return to real time",
+            details={"now": format_us(now_us(conn))},
+        )
     frozen = state(conn)["frozen"] is True
     _store(conn, now_us(conn) + round(seconds * 1_000_000), frozen)
     return state(conn)

@@ -147,6 +147,10 @@ def test_the_clock_moves_forward_only() -> None:
     assert advanced["now"] > frozen["now"]
     backwards = _control("set_clock", body={"now": frozen["now"]})
     assert (backwards.status_code, backwards.json()["code"]) == (409, "clock_regression")
+    negative = _control("advance_clock", body={"seconds": -5})
+    assert (negative.status_code, negative.json()["code"]) == (409, "clock_regression")
+    assert negative.json()["details"] == {"now": advanced["now"]}
+    assert _control("get_clock").json()["now"] == advanced["now"]
 
 
 def test_a_revoked_credential_is_answered_401() -> None:
