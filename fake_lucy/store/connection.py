@@ -77,7 +77,7 @@ class Database:
         conn.execute("BEGIN IMMEDIATE")
         try:
             yield conn
-        except BaseException:
+        except BaseException:  # anything, cancellation included: roll back, then let it go on
             conn.execute("ROLLBACK")
             raise
         conn.execute("COMMIT")
