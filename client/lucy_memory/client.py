@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import random as _random
 import re
 import time
@@ -25,7 +26,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import httpx
@@ -41,7 +42,9 @@ from lucy_memory._contract import (
     schema_validator,
 )
 from lucy_memory.errors import (
+    ClientClosedError,
     ConfigurationError,
+    ConnectionFailedError,
     IdempotencyKeyRequiredError,
     InvalidJSONError,
     InvalidRequestError,
@@ -93,6 +96,7 @@ def _valid_client_name(name: object) -> bool:
 _REDACT_MIN_LENGTH = 8
 _SECRET_FIELDS = ("content", "justification", "topic")
 
+_T = TypeVar("_T")
 Sleep = Callable[[float], Awaitable[None]]
 
 
@@ -193,6 +197,7 @@ class AgentMemoryClient:
         if isinstance(retries, bool) or not isinstance(retries, int) or not 0 <= retries <= MAX_RETRIES_LIMIT:
             raise ConfigurationError(f"max_retries must be an integer from 0 to {MAX_RETRIES_LIMIT}")
         self._transport = transport
+        self._closed = False
         self._token = _Token(token)
         self.permissions = _check_permissions(permissions)
         self.client_name = client_name
@@ -220,7 +225,11 @@ class AgentMemoryClient:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Closes the transport when it has an ``aclose`` (the HTTP transport does)."""
+        """Closes the transport when it has an ``aclose`` (the HTTP transport does). Idempotent; a call
+        made afterwards raises ``ClientClosedError`` without sending anything."""
+        if self._closed:
+            return
+        self._closed = True
         close = getattr(self._transport, "aclose", None)
         if close is not None:
             await close()
@@ -232,12 +241,13 @@ class AgentMemoryClient:
         _, body = self._prepare(_RECALL, request_json, idempotency_key=None)
         response, _ = await self._exchange(_RECALL, "/recall", body, idempotency_key=None)
         data = self._parse_success(_RECALL, response, idempotency_key=None, attempts=1)
-        return RecallResult(
-            memories=tuple(RecalledMemory.from_json(item) for item in data["memories"]),
-            request_id=data["request_id"],
-            credits=Credits.from_json(data["credits"]),
-            body=response.body.decode("utf-8"),
-        )
+        with self._building(_RECALL, response, idempotency_key=None, attempts=1):
+            return RecallResult(
+                memories=tuple(RecalledMemory.from_json(item) for item in data["memories"]),
+                request_id=data["request_id"],
+                credits=Credits.from_json(data["credits"]),
+                body=response.body.decode("utf-8"),
+            )
 
     async def propose(self, request_json: str, idempotency_key: str | None = None) -> ProposeResult:
         """Propose a memory (or a replacement). A key is generated when absent and kept across retries;
@@ -250,20 +260,25 @@ class AgentMemoryClient:
         )
         data = self._parse_success(_PROPOSE, response, idempotency_key=idempotency_key, attempts=attempts)
         replayed = (response.header("Idempotent-Replayed") or "").strip().lower() == "true"
-        credits = Credits.from_json(data["credits"])
-        if replayed:
-            # A replay's body is the stored original; its headers describe this (uncharged) request.
-            credits = _header_credits(response) or Credits(charged=0, remaining=credits.remaining)
-        return ProposeResult(
-            proposal=Proposal.from_json(data["proposal"]),
-            request_id=data["request_id"],
-            credits=credits,
-            idempotency_key=data["idempotency_key"],
-            replayed=replayed,
-            original_request_id=response.header("Lucy-Original-Request-Id"),
-            attempts=attempts,
-            body=response.body.decode("utf-8"),
-        )
+        with self._building(_PROPOSE, response, idempotency_key=idempotency_key, attempts=attempts):
+            credits = Credits.from_json(data["credits"])
+            request_id = data["request_id"]
+            original_request_id = None
+            if replayed:
+                # A replay's body is the stored original; its headers describe this (uncharged) request.
+                credits = _header_credits(response) or Credits(charged=0, remaining=credits.remaining)
+                original_request_id = response.header("Lucy-Original-Request-Id") or request_id
+                request_id = response.header("Lucy-Request-Id") or request_id
+            return ProposeResult(
+                proposal=Proposal.from_json(data["proposal"]),
+                request_id=request_id,
+                credits=credits,
+                idempotency_key=data["idempotency_key"],
+                replayed=replayed,
+                original_request_id=original_request_id,
+                attempts=attempts,
+                body=response.body.decode("utf-8"),
+            )
 
     async def proposal_status(self, request_json: str) -> ProposalStatusResult:
         """The current state of a proposal: ``'{"proposal_id": "prop_…"}'``. Charged one credit; never
@@ -272,12 +287,13 @@ class AgentMemoryClient:
         path = "/proposals/" + request["proposal_id"]
         response, _ = await self._exchange(_STATUS, path, None, idempotency_key=None)
         data = self._parse_success(_STATUS, response, idempotency_key=None, attempts=1)
-        return ProposalStatusResult(
-            proposal=Proposal.from_json(data["proposal"]),
-            request_id=data["request_id"],
-            credits=Credits.from_json(data["credits"]),
-            body=response.body.decode("utf-8"),
-        )
+        with self._building(_STATUS, response, idempotency_key=None, attempts=1):
+            return ProposalStatusResult(
+                proposal=Proposal.from_json(data["proposal"]),
+                request_id=data["request_id"],
+                credits=Credits.from_json(data["credits"]),
+                body=response.body.decode("utf-8"),
+            )
 
     async def wait_for_decision(
         self,
@@ -291,6 +307,13 @@ class AgentMemoryClient:
         at most ``max_interval`` or 30 s). Returns the last status; check ``result.proposal.is_final``."""
         if isinstance(max_polls, bool) or not isinstance(max_polls, int) or max_polls < 1:
             raise ConfigurationError("max_polls must be a positive integer")
+        if max_interval is not None and (
+            isinstance(max_interval, bool)
+            or not isinstance(max_interval, int | float)
+            or not math.isfinite(max_interval)
+            or max_interval <= 0
+        ):
+            raise ConfigurationError("max_interval must be a positive finite number of seconds")
         request_json = '{"proposal_id":' + _json_string(proposal_id) + "}"
         poll = 0
         while True:
@@ -373,12 +396,25 @@ class AgentMemoryClient:
     async def _send(self, request: TransportRequest) -> TransportResponse:
         """One ``Transport.send``. A custom transport that lets a network error through (or loses the
         key) still gives a ``ResponseLostError`` that carries the propose's idempotency key."""
+        if self._closed:
+            raise ClientClosedError(
+                "this client is closed; nothing was sent and nothing was charged",
+                operation=request.operation,
+                idempotency_key=request.idempotency_key,
+            )
         try:
             return await self._transport.send(request)
         except ResponseLostError as lost:
             if lost.idempotency_key is not None or request.idempotency_key is None:
                 raise
             cause: BaseException = lost
+        except (httpx.ConnectError, httpx.ConnectTimeout, ConnectionRefusedError) as exc:
+            raise ConnectionFailedError.for_request(
+                operation=request.operation,
+                idempotency_key=request.idempotency_key,
+                attempts=request.attempt + 1,
+                cause=f"the transport raised {type(exc).__name__}",
+            ) from exc
         except (httpx.TransportError, OSError) as exc:  # OSError includes TimeoutError
             cause = exc
         raise ResponseLostError.for_request(
@@ -441,6 +477,29 @@ class AgentMemoryClient:
             )
             await self._sleep(decision.delay)
             attempt += 1
+
+    @contextlib.contextmanager
+    def _building(
+        self,
+        operation: _Operation,
+        response: TransportResponse,
+        *,
+        idempotency_key: str | None,
+        attempts: int,
+    ) -> Iterator[None]:
+        """A valid-looking answer the models still cannot take (a 30 February that matches the
+        timestamp pattern) is an ``InvalidResponseError`` carrying the key, never a bare ValueError."""
+        try:
+            yield
+        except (ValueError, KeyError, TypeError) as exc:
+            raise InvalidResponseError(
+                f"the response holds a value this SDK cannot read ({type(exc).__name__})",
+                operation=operation.name,
+                idempotency_key=idempotency_key,
+                attempts=attempts,
+                status=response.status,
+                request_id=response.header("Lucy-Request-Id"),
+            ) from exc
 
     def _parse_success(
         self,
@@ -562,6 +621,8 @@ class SyncAgentMemoryClient:
         client_name: str = DEFAULT_CLIENT_NAME,
         max_retries: int | None = None,
         sleep: Sleep = anyio.sleep,
+        clock: Callable[[], float] = time.time,
+        random: Callable[[], float] = _random.random,
     ) -> None:
         self._client = AgentMemoryClient(
             transport=transport,
@@ -570,9 +631,12 @@ class SyncAgentMemoryClient:
             client_name=client_name,
             max_retries=max_retries,
             sleep=sleep,
+            clock=clock,
+            random=random,
         )
         self._stack = contextlib.ExitStack()
         self._portal: BlockingPortal = self._stack.enter_context(start_blocking_portal())
+        self._closed = False
 
     def __repr__(self) -> str:
         return f"SyncAgentMemoryClient({self._client!r})"
@@ -589,8 +653,18 @@ class SyncAgentMemoryClient:
         self.close()
 
     def close(self) -> None:
+        """Closes the client and its event-loop thread. Idempotent; a call made afterwards raises
+        ``ClientClosedError`` without sending anything."""
+        if self._closed:
+            return
+        self._closed = True
         with self._closing():
             self._portal.call(self._client.aclose)
+
+    def _call(self, function: Callable[..., Awaitable[_T]], *args: Any) -> _T:
+        if self._closed:
+            raise ClientClosedError("this client is closed; nothing was sent and nothing was charged")
+        return self._portal.call(function, *args)
 
     @contextlib.contextmanager
     def _closing(self) -> Iterator[None]:
@@ -600,17 +674,21 @@ class SyncAgentMemoryClient:
             self._stack.close()
 
     def recall(self, request_json: str) -> RecallResult:
-        return self._portal.call(self._client.recall, request_json)
+        return self._call(self._client.recall, request_json)
 
     def propose(self, request_json: str, idempotency_key: str | None = None) -> ProposeResult:
-        return self._portal.call(self._client.propose, request_json, idempotency_key)
+        return self._call(self._client.propose, request_json, idempotency_key)
 
     def proposal_status(self, request_json: str) -> ProposalStatusResult:
-        return self._portal.call(self._client.proposal_status, request_json)
+        return self._call(self._client.proposal_status, request_json)
 
-    def wait_for_decision(self, proposal_id: str, *, max_polls: int) -> ProposalStatusResult:
-        return self._portal.call(_wait, self._client, proposal_id, max_polls)
+    def wait_for_decision(
+        self, proposal_id: str, *, max_polls: int, max_interval: float | None = None
+    ) -> ProposalStatusResult:
+        return self._call(_wait, self._client, proposal_id, max_polls, max_interval)
 
 
-async def _wait(client: AgentMemoryClient, proposal_id: str, max_polls: int) -> ProposalStatusResult:
-    return await client.wait_for_decision(proposal_id, max_polls=max_polls)
+async def _wait(
+    client: AgentMemoryClient, proposal_id: str, max_polls: int, max_interval: float | None
+) -> ProposalStatusResult:
+    return await client.wait_for_decision(proposal_id, max_polls=max_polls, max_interval=max_interval)

@@ -192,6 +192,31 @@ class ResponseLostError(LucyMemoryError):
         )
 
 
+class ConnectionFailedError(LucyMemoryError):
+    """No connection to the service could be made (refused, unreachable, TLS or connect timeout):
+    nothing was sent and nothing was charged. Not retried automatically; calling again is safe."""
+
+    code = "connection_failed"
+
+    @classmethod
+    def for_request(
+        cls, *, operation: str, idempotency_key: str | None, attempts: int, cause: str
+    ) -> ConnectionFailedError:
+        return cls(
+            f"could not connect to the service ({cause}); nothing was sent and nothing was charged.",
+            operation=operation,
+            idempotency_key=idempotency_key,
+            attempts=attempts,
+            retryable=True,
+        )
+
+
+class ClientClosedError(LucyMemoryError):
+    """The client (or its transport) was closed: nothing was sent and nothing was charged."""
+
+    code = "client_closed"
+
+
 class InvalidResponseError(LucyMemoryError):
     """A response arrived but does not match the contract (wrong status, body or schema)."""
 

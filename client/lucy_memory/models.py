@@ -191,8 +191,9 @@ class RecallResult:
 @dataclass(frozen=True, slots=True)
 class ProposeResult:
     """``replayed`` is True when the server answered from its idempotency store: the proposal then shows
-    its status at creation time (poll ``proposal_status`` for the current one), ``request_id`` is the
-    original request's, and ``credits`` describe this request (charged 0, the current balance).
+    its status at creation time (poll ``proposal_status`` for the current one), ``request_id`` is this
+    request's (``Lucy-Request-Id``), ``original_request_id`` the one that created it, and ``credits``
+    describe this request (charged 0, the current balance).
     ``attempts`` counts the HTTP requests this call sent (retries included)."""
 
     proposal: Proposal

@@ -18,7 +18,12 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from lucy_memory.errors import ConfigurationError, InsecureTransportError, ResponseLostError
+from lucy_memory.errors import (
+    ConfigurationError,
+    ConnectionFailedError,
+    InsecureTransportError,
+    ResponseLostError,
+)
 from lucy_memory.retry import DEFAULT_MAX_RETRIES, MAX_RETRIES_LIMIT
 
 __all__ = [
@@ -171,6 +176,13 @@ class LucyHttpTransport:
             response = await self._http.request(
                 request.method, request.path, content=request.body, headers=dict(request.headers)
             )
+        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:  # no connection: nothing was sent
+            raise ConnectionFailedError.for_request(
+                operation=request.operation,
+                idempotency_key=request.idempotency_key,
+                attempts=request.attempt + 1,
+                cause=type(exc).__name__,
+            ) from exc
         except httpx.RequestError as exc:  # transport errors (timeouts, drops) and undecodable bodies
             raise ResponseLostError.for_request(
                 operation=request.operation,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import httpx
 import pytest
 
 from lucy_memory import TransportRequest, TransportResponse
@@ -276,3 +277,29 @@ async def test_a_lost_recall_response_says_repeating_may_charge_again(fake, admi
     assert "the recall may have executed and been charged; repeating it may charge again" in text
     assert "idempotency_key" not in text
     assert DEV_TOKEN not in text
+
+
+class _Refusing:
+    """A transport whose connection is refused: nothing reaches the service."""
+
+    def __init__(self) -> None:
+        self.sent: list[TransportRequest] = []
+
+    async def send(self, request: TransportRequest) -> TransportResponse:
+        self.sent.append(request)
+        raise httpx.ConnectError("[Errno 111] Connection refused")
+
+
+@pytest.mark.parametrize("operation", list(CALLS))
+async def test_a_refused_connection_says_nothing_was_sent_or_charged(fake, operation) -> None:
+    tool, arguments = CALLS[operation]
+    transport = _Refusing()
+    async with connect(fake, transport=transport) as client:
+        text = _error_text(await client.call_tool(tool, arguments))
+    assert text.startswith(f"Error connection_failed (no connection) from {operation}:")
+    assert "Nothing was sent or charged" in text
+    assert "may have" not in text
+    assert "may charge" not in text
+    assert len(transport.sent) == 1
+    if operation == "propose":
+        assert "same arguments and idempotency_key key-under-test" in text

@@ -111,6 +111,25 @@ async def test_a_host_name_with_characters_the_server_refuses_is_cleaned(fake, h
     assert result.structured_content["proposal"]["source"] == source
 
 
+async def test_the_status_of_an_approved_proposal_claims_nothing_about_the_memorys_current_state(
+    fake, admin
+) -> None:
+    async with connect(fake) as client:
+        first = await client.call_tool("memory_propose", proposal_args(topic="main-db"))
+        first_id = first.structured_content["proposal"]["id"]  # type: ignore[index]
+        await admin.approve(first_id)
+        second = await client.call_tool(
+            "memory_propose", proposal_args(content="We use PostgreSQL 17 now.", topic="main-db")
+        )
+        await admin.approve(second.structured_content["proposal"]["id"])  # type: ignore[index]
+        status = await client.call_tool("memory_proposal_status", {"proposal_id": first_id})
+    text = text_of(status)
+    assert text.startswith(f"Saved: proposal {first_id} is approved as memory")
+    assert "version 1." in text  # version 1 is superseded now: no claim that it is active or recallable
+    assert "recallable" not in text
+    assert "active" not in text
+
+
 def test_without_any_client_name_the_source_is_lucy_memory_mcp() -> None:
     bare = SimpleNamespace(meta=None, session=SimpleNamespace(client_params=None))
     assert client_name(cast(Any, bare)) == "lucy-memory-mcp"

@@ -11,6 +11,7 @@ import secrets
 from collections.abc import Callable, Iterable
 
 from lucy_memory.errors import (
+    ConnectionFailedError,
     InvalidRequestError,
     InvalidResponseError,
     LucyMemoryError,
@@ -77,7 +78,7 @@ def _proposal_state(proposal: Proposal) -> str:
     pid = proposal.id
     if proposal.status == "approved":
         saved = (
-            f" as memory {proposal.memory.id} version {proposal.memory.version}, now active and recallable"
+            f" as memory {proposal.memory.id} version {proposal.memory.version}"
             if proposal.memory is not None
             else ""
         )
@@ -156,6 +157,9 @@ _NEXT: dict[str, str] = {
     "request. Calling again later may succeed.",
     "secret_detected": "Nothing was sent or charged. Remove the secret-looking text; never propose "
     "passwords, keys or tokens.",
+    "connection_failed": "Nothing was sent or charged: the memory service could not be reached. Calling "
+    "again later is safe and may succeed.",
+    "client_closed": "Nothing was sent or charged: this server's connection to the memory service is closed.",
 }
 _SERVER_SIDE = frozenset({"internal", "bad_gateway", "unavailable", "gateway_timeout"})
 
@@ -173,6 +177,11 @@ def _next_step(error: LucyMemoryError, operation: str) -> str:
             f"The outcome is unknown: the {operation} may have executed and been charged; repeating it "
             "may charge again."
         )
+    if isinstance(error, ConnectionFailedError):
+        refused = _NEXT["connection_failed"]
+        if operation == "propose" and key is not None:
+            refused += f" Safe next step: {same_key}."
+        return refused
     if error.status is None and error.code == "permission_denied":
         return (
             "Nothing was sent or charged: this MCP server is configured without that permission "
@@ -199,6 +208,8 @@ def render_error(error: LucyMemoryError, *, operation: str) -> str:
         status = f"HTTP {error.status}"
     elif isinstance(error, ResponseLostError):
         status = "no response"
+    elif isinstance(error, ConnectionFailedError):
+        status = "no connection"
     else:
         status = "refused before sending" if error.attempts == 0 else "no HTTP status"
     lines = [f"Error {error.code} ({status}) from {operation}: {error.detail}"]

@@ -1,0 +1,123 @@
+"""Edges of the SDK: a refused connection, a closed client, a replay's own request id, an answer the
+models cannot read, and the sync client's options."""
+
+from __future__ import annotations
+
+import json
+import socket
+from dataclasses import replace
+
+import httpx
+import pytest
+
+from lucy_memory import (
+    AgentMemoryClient,
+    ClientClosedError,
+    ConfigurationError,
+    ConnectionFailedError,
+    InvalidResponseError,
+    SyncAgentMemoryClient,
+    create_lucy_http_transport,
+)
+from lucy_memory.transport import TransportRequest, TransportResponse
+from tests.sdk.helpers import BOTH, DEV_TOKEN, Recorder, http_transport, proposal_json
+
+pytestmark = pytest.mark.anyio
+
+
+def _closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])  # closed again when the block ends: nothing listens
+
+
+@pytest.mark.parametrize("operation", ["recall", "propose"])
+async def test_a_refused_connection_says_nothing_was_sent_or_charged(operation) -> None:
+    transport = create_lucy_http_transport(
+        base_url=f"http://127.0.0.1:{_closed_port()}", allow_insecure_loopback=True
+    )
+    async with AgentMemoryClient(transport=transport, token=DEV_TOKEN, permissions=BOTH) as client:
+        call = (
+            client.recall('{"query": "database"}')
+            if operation == "recall"
+            else client.propose(proposal_json(), idempotency_key="k-refused")
+        )
+        with pytest.raises(ConnectionFailedError) as caught:
+            await call
+    error = caught.value
+    assert (error.code, error.retryable, error.status, error.attempts) == ("connection_failed", True, None, 1)
+    assert "nothing was sent and nothing was charged" in str(error)
+    assert "may have" not in str(error)
+    if operation == "propose":
+        assert error.idempotency_key == "k-refused"
+
+
+class _Refusing:
+    async def send(self, request: TransportRequest) -> TransportResponse:
+        raise httpx.ConnectError("[Errno 111] Connection refused")
+
+
+async def test_a_custom_transports_refused_connection_is_connection_failed_with_the_key() -> None:
+    client = AgentMemoryClient(transport=_Refusing(), token=DEV_TOKEN, permissions=BOTH)
+    with pytest.raises(ConnectionFailedError) as caught:
+        await client.propose(proposal_json(), idempotency_key="k-custom")
+    assert caught.value.idempotency_key == "k-custom"
+    assert isinstance(caught.value.__cause__, httpx.ConnectError)
+
+
+async def test_a_closed_client_sends_nothing_and_closing_twice_is_fine(fake, admin) -> None:
+    recorder = Recorder(http_transport(fake))
+    client = AgentMemoryClient(transport=recorder, token=DEV_TOKEN, permissions=BOTH)
+    await client.aclose()
+    await client.aclose()
+    with pytest.raises(ClientClosedError) as caught:
+        await client.propose(proposal_json(), idempotency_key="k-closed")
+    assert caught.value.idempotency_key == "k-closed"
+    assert recorder.requests == []
+    assert await admin.requests() == []
+
+
+async def test_a_replay_reports_its_own_request_id_and_the_original_one(fake, new_client) -> None:
+    client = new_client(fake)
+    first = await client.propose(proposal_json(), idempotency_key="k-replay")
+    again = await client.propose(proposal_json(), idempotency_key="k-replay")
+    assert again.replayed is True
+    assert again.original_request_id == first.request_id
+    assert again.request_id != first.request_id
+    assert again.request_id.startswith("req_")
+    assert json.loads(again.body)["request_id"] == first.request_id  # the stored body, byte for byte
+
+
+async def test_an_answer_the_models_cannot_read_is_an_invalid_response_with_the_key(fake) -> None:
+    def impossible_date(response: TransportResponse) -> TransportResponse:
+        data = json.loads(response.body)
+        data["proposal"]["created_at"] = "2026-02-30T00:00:00.000000Z"  # matches the schema's pattern
+        return replace(response, body=json.dumps(data).encode())
+
+    recorder = Recorder(http_transport(fake), rewrite_response=impossible_date)
+    async with AgentMemoryClient(transport=recorder, token=DEV_TOKEN, permissions=BOTH) as client:
+        with pytest.raises(InvalidResponseError) as caught:
+            await client.propose(proposal_json(), idempotency_key="k-feb-30")
+    assert caught.value.idempotency_key == "k-feb-30"
+    assert isinstance(caught.value.__cause__, ValueError)
+
+
+@pytest.mark.parametrize("max_interval", [-5, 0, float("nan"), float("inf"), True, "1"])
+async def test_wait_for_decision_refuses_a_max_interval_that_is_not_a_positive_number(
+    fake, new_client, max_interval
+) -> None:
+    client = new_client(fake)
+    with pytest.raises(ConfigurationError):
+        await client.wait_for_decision("prop_x", max_polls=1, max_interval=max_interval)
+
+
+def test_the_sync_client_takes_clock_and_random_and_closes_idempotently(live) -> None:
+    transport = create_lucy_http_transport(base_url=live.base_url, allow_insecure_loopback=True)
+    client = SyncAgentMemoryClient(
+        transport=transport, token=DEV_TOKEN, permissions=BOTH, clock=lambda: 1.0, random=lambda: 0.0
+    )
+    with client:
+        assert client.recall('{"query": "database"}').credits.charged == 1
+    client.close()
+    with pytest.raises(ClientClosedError):
+        client.recall('{"query": "database"}')
