@@ -591,7 +591,11 @@ class AgentMemoryClient:
 
 def _header_credits(response: TransportResponse) -> Credits | None:
     charged, remaining = response.header("Lucy-Credits-Charged"), response.header("Lucy-Credits-Remaining")
-    if charged is None or remaining is None or not (charged.isdigit() and remaining.isdigit()):
+    if (
+        charged is None
+        or remaining is None
+        or not all(v.isascii() and v.isdigit() for v in (charged, remaining))
+    ):
         return None
     return Credits(charged=int(charged), remaining=int(remaining))
 

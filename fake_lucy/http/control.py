@@ -6,6 +6,7 @@ import base64
 import binascii
 import hmac
 import json
+import re
 import sqlite3
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -82,11 +83,15 @@ def _query_bool(ctx: _Ctx, name: str, default: bool) -> bool:
     return default if value is None else value == "true"
 
 
+_ASCII_DIGITS = re.compile(r"[0-9]{1,9}")
+
+
 def _query_int(ctx: _Ctx, name: str, default: int, low: int, high: int) -> int:
     value = ctx.query.get(name)
     if value is None:
         return default
-    if not value.isdigit() or not low <= int(value) <= high:
+    # ASCII digits only: str.isdigit() also takes "²" (which int() refuses) and "５" (which it reads as 5).
+    if not _ASCII_DIGITS.fullmatch(value) or not low <= int(value) <= high:
         raise _bad_parameter(name, f"must be an integer from {low} to {high}")
     return int(value)
 

@@ -50,7 +50,7 @@ async def read_body(request: Request, limit: int, headers: Mapping[str, str] | N
     declared = headers.get("content-length")
     if declared is None and "transfer-encoding" not in headers:
         return b""  # HTTP/1.1: a request with neither header has no body (RFC 9112, 6.3)
-    if declared is not None and declared.isdigit() and int(declared) > limit:
+    if declared is not None and declared.isascii() and declared.isdigit() and int(declared) > limit:
         raise ProblemError("payload_too_large", f"the body is larger than {limit} bytes")
     chunks: list[bytes] = []
     size = 0

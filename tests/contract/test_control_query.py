@@ -112,3 +112,11 @@ async def test_a_forged_cursor_is_422_never_a_500(admin, path, cursor) -> None:
     assert response.json()["details"]["errors"] == [
         {"pointer": "/cursor", "detail": "is not a cursor this server issued"}
     ]
+
+
+@pytest.mark.parametrize("limit", ["²", "５", "١", "+5", " 5", "5.0", "1" * 30])
+async def test_a_limit_that_is_not_ascii_digits_is_422_never_a_500(admin, limit) -> None:
+    for path in ("/proposals", "/memories", "/requests"):
+        response = await admin.http.get(CONTROL["base_path"] + path, params={"limit": limit})
+        assert response.status_code == 422, (path, response.text)
+        assert response.json()["details"]["errors"][0]["pointer"] == "/limit"
