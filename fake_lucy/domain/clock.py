@@ -64,6 +64,20 @@ def _store(conn: sqlite3.Connection, target_us: int, frozen: bool) -> None:
         )
 
 
+# The latest server time the control API sets: later ones leave no room for a year-long TTL or
+# retention before year 10000, which timestamps (and Python's datetime) cannot hold.
+LATEST = "9000-01-01T00:00:00.000000Z"
+
+
+def _within_range(target_us: int, pointer: str) -> None:
+    if target_us > parse_timestamp(LATEST):
+        raise DomainError(
+            "invalid_request",
+            "the request does not match the schema",
+            details={"errors": [{"pointer": pointer, "detail": f"must not move the clock past {LATEST}"}]},
+        )
+
+
 def advance(conn: sqlite3.Connection, seconds: float) -> dict[str, object]:
     if seconds < 0:
         raise DomainError(
@@ -72,7 +86,9 @@ def advance(conn: sqlite3.Connection, seconds: float) -> dict[str, object]:
             details={"now": format_us(now_us(conn))},
         )
     frozen = state(conn)["frozen"] is True
-    _store(conn, now_us(conn) + round(seconds * 1_000_000), frozen)
+    target = now_us(conn) + round(seconds * 1_000_000)
+    _within_range(target, "/seconds")
+    _store(conn, target, frozen)
     return state(conn)
 
 
@@ -87,6 +103,7 @@ def set_clock(conn: sqlite3.Connection, *, now: str | None, frozen: bool | None)
                 "the clock never moves backwards; use reset to return to real time",
                 details={"now": format_us(current)},
             )
+        _within_range(target, "/now")
     keep_frozen = (state(conn)["frozen"] is True) if frozen is None else frozen
     _store(conn, target, keep_frozen)
     return state(conn)

@@ -151,6 +151,15 @@ def test_the_clock_moves_forward_only() -> None:
     assert (negative.status_code, negative.json()["code"]) == (409, "clock_regression")
     assert negative.json()["details"] == {"now": advanced["now"]}
     assert _control("get_clock").json()["now"] == advanced["now"]
+    for operation, body, pointer in (
+        ("set_clock", {"now": "9999-12-31T23:59:59.999999Z"}, "/now"),
+        ("advance_clock", {"seconds": 315_360_000}, "/seconds"),  # ten years, allowed by the schema
+    ):
+        if operation == "advance_clock":
+            _control("set_clock", body={"now": "8995-01-01T00:00:00.000000Z"})
+        too_late = _control(operation, body=body)
+        assert (too_late.status_code, too_late.json()["code"]) == (422, "invalid_request"), too_late.text
+        assert too_late.json()["details"]["errors"][0]["pointer"] == pointer
 
 
 def test_a_revoked_credential_is_answered_401() -> None:
