@@ -6,6 +6,7 @@ import argparse
 import json
 import logging
 import os
+import socket
 import sys
 import sysconfig
 from collections.abc import Sequence
@@ -88,8 +89,21 @@ def _announce(settings: FakeLucySettings, fake: FakeLucy) -> None:
     print("\n".join(lines), flush=True)
 
 
+def _bind_any_port(host: str) -> socket.socket:
+    """``--port 0``: a listening socket on a free port, bound here so the banner can name it."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, 0))
+    sock.listen(2048)  # from here on a client that read the banner is queued until uvicorn accepts
+    return sock
+
+
 def serve(settings: FakeLucySettings) -> None:
     fake = FakeLucy(settings)  # creates and seeds the database before any worker starts
+    bound = _bind_any_port(settings.host) if settings.port == 0 else None
+    if bound is not None:
+        settings = settings.model_copy(update={"port": bound.getsockname()[1]})
     _announce(settings, fake)
     if settings.workers == 1:
         config = uvicorn.Config(
@@ -100,8 +114,10 @@ def serve(settings: FakeLucySettings) -> None:
             lifespan="off",
             log_level="warning",
         )
-        uvicorn.Server(config).run()
+        uvicorn.Server(config).run(sockets=None if bound is None else [bound])
         return
+    if bound is not None:
+        bound.close()  # the workers' supervisor binds the port it was given (free a moment ago)
     fake.close()
     for name, value in settings.model_dump(exclude={"admin_token", "admin_token_file"}).items():
         if value is not None:
@@ -129,7 +145,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = load_settings(**overrides)
         settings.resolved_admin_token()
-    except (ValidationError, ValueError, OSError) as exc:
+    except ValidationError as exc:  # one line per setting, never pydantic's multi-line dump
+        problems = "; ".join(
+            f"{'.'.join(str(part) for part in error['loc'])}: {error['msg']}" for error in exc.errors()
+        )
+        print(f"fake-lucy: invalid configuration: {problems}", file=sys.stderr)
+        return 2
+    except (ValueError, OSError) as exc:
         print(f"fake-lucy: invalid configuration: {exc}", file=sys.stderr)
         return 2
     try:

@@ -45,8 +45,17 @@ class FakeLucy:
     def _load_seed(path: Path | None) -> dict[str, Any]:
         if path is None:
             return seeding.DEFAULT_SEED
-        with path.open(encoding="utf-8") as handle:
-            return seeding.validate_seed(json.load(handle))
+        try:
+            with path.open(encoding="utf-8") as handle:
+                document = json.load(handle)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ValueError(f"the seed file {path} is not UTF-8 JSON ({exc})") from None
+        except RecursionError:
+            raise ValueError(f"the seed file {path} is nested too deeply to be a seed") from None
+        try:
+            return seeding.validate_seed(document)
+        except ValueError as exc:
+            raise ValueError(f"the seed file {path} is not a valid seed: {exc}") from None
 
     def initialise(self) -> None:
         """Create the tables; seed a new database (or reset it with ``--reset-on-start``)."""

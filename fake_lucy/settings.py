@@ -20,7 +20,7 @@ class FakeLucySettings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(default=8787, ge=0, le=65535)
     workers: int = Field(default=1, ge=1, le=64)
-    database: str = DEFAULT_DATABASE
+    database: str = Field(default=DEFAULT_DATABASE, min_length=1)
     seed: Path | None = None
     id_seed: int | None = None
     journal_size: int = Field(default=10_000, ge=1, le=10_000_000)
@@ -30,13 +30,17 @@ class FakeLucySettings(BaseSettings):
     admin_token_file: Path | None = None
 
     def resolved_admin_token(self) -> str | None:
-        """The admin token from the environment or the token file; ``None`` means the default."""
-        if self.admin_token is not None:
-            return self.admin_token.get_secret_value()
+        """The admin token: the token file when one is given (a flag or ``FAKE_LUCY_ADMIN_TOKEN_FILE``),
+        else ``FAKE_LUCY_ADMIN_TOKEN``; ``None`` means the built-in default. An empty one is refused."""
         if self.admin_token_file is not None:
             token = self.admin_token_file.read_text(encoding="utf-8").strip()
             if not token:
                 raise ValueError("the admin token file is empty")
+            return token
+        if self.admin_token is not None:
+            token = self.admin_token.get_secret_value().strip()
+            if not token:
+                raise ValueError("FAKE_LUCY_ADMIN_TOKEN is set but empty")
             return token
         return None
 

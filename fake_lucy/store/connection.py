@@ -17,7 +17,12 @@ from sqlalchemy.pool import StaticPool
 
 from fake_lucy.store.tables import ADDED_COLUMNS, FTS_DDL, metadata
 
-__all__ = ["MEMORY", "Database"]
+__all__ = ["MEMORY", "Database", "ForeignDatabaseError"]
+
+
+class ForeignDatabaseError(ValueError):
+    """The database file is not one fake-lucy created (or not a SQLite file at all)."""
+
 
 MEMORY = ":memory:"
 BUSY_TIMEOUT_MS = 10_000
@@ -30,11 +35,23 @@ class Database:
         self.path = path
         if path != MEMORY:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-        self.conn = sqlite3.connect(
-            path, isolation_level=None, check_same_thread=False, cached_statements=256
-        )
-        self.conn.row_factory = sqlite3.Row
-        self.conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        try:
+            self.conn = sqlite3.connect(
+                path, isolation_level=None, check_same_thread=False, cached_statements=256
+            )
+            self.conn.row_factory = sqlite3.Row
+            self.conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            tables = {
+                row[0] for row in self.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            }
+        except sqlite3.DatabaseError as exc:  # not a database, a directory, no permission
+            raise ForeignDatabaseError(f"{path} cannot be opened as a SQLite database ({exc})") from None
+        if tables and "server_state" not in tables:  # refused before anything is written to it
+            self.conn.close()
+            raise ForeignDatabaseError(
+                f"{path} holds tables of another application (no server_state table);"
+                " give fake-lucy a file of its own with --database"
+            )
         if path != MEMORY:
             self.conn.execute("PRAGMA journal_mode = WAL")
             # WAL + OFF: a commit is handed to the OS, so it survives a crash or kill of the process
@@ -44,7 +61,8 @@ class Database:
         self.conn.execute("PRAGMA foreign_keys = OFF")
 
     def create_schema(self) -> None:
-        """Create every table that does not exist yet (idempotent)."""
+        """Create every table that does not exist yet (idempotent). A file holding another
+        application's tables was refused when it was opened."""
         conn = self.conn
         engine = create_engine("sqlite://", creator=lambda: conn, poolclass=StaticPool)
         # SQLAlchemy commits through the raw connection itself, so no BEGIN of ours around it.

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import re
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
 import httpx
 import pytest
 
-from fake_lucy.settings import FakeLucySettings
+from fake_lucy.cli import main
+from fake_lucy.settings import FakeLucySettings, load_settings
 from fake_lucy.testing import ServeProcess
 
 
@@ -42,3 +49,96 @@ def test_a_bad_configuration_exits_with_one_clear_line(tmp_path) -> None:
     _, err = server.process.communicate()
     assert code != 0
     assert ":memory:" in err
+
+
+def _foreign_database(path: Path) -> None:
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE customers (name TEXT)")
+    conn.commit()
+    conn.close()
+
+
+@pytest.mark.parametrize(
+    ("make", "args", "env", "expected"),
+    [
+        ("random", ["--database", "{db}"], {}, "cannot be opened as a SQLite database"),
+        ("directory", ["--database", "{dir}"], {}, "cannot be opened as a SQLite database"),
+        ("foreign", ["--database", "{db}"], {}, "holds tables of another application"),
+        (None, ["--database", ""], {}, "database:"),
+        (None, ["--port", "70000"], {}, "port:"),
+        (None, [], {"FAKE_LUCY_PORT": "abc"}, "port:"),
+        ("bad-seed", ["--seed", "{seed}", "--database", "{db}"], {}, "the seed file"),
+        ("deep-seed", ["--seed", "{seed}", "--database", "{db}"], {}, "nested too deeply"),
+        (
+            None,
+            ["--database", "{db}"],
+            {"FAKE_LUCY_ADMIN_TOKEN": ""},
+            "FAKE_LUCY_ADMIN_TOKEN is set but empty",
+        ),
+    ],
+)
+def test_a_bad_file_or_setting_is_one_line_and_a_non_zero_exit(
+    tmp_path: Path, capsys, monkeypatch, make, args, env, expected
+) -> None:
+    db, seed = tmp_path / "x.sqlite3", tmp_path / "seed.json"
+    if make == "random":
+        db.write_bytes(bytes(range(256)) * 20)
+    elif make == "foreign":
+        _foreign_database(db)
+    elif make == "bad-seed":
+        seed.write_text("{", encoding="utf-8")
+    elif make == "deep-seed":
+        seed.write_text("[" * 100_000, encoding="utf-8")
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    argv = ["serve", *(a.format(db=db, dir=tmp_path, seed=seed) for a in args)]
+    assert main(argv) != 0
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith("fake-lucy: ")
+    assert expected in err
+    if make == "foreign":  # refused before anything was written to it
+        conn = sqlite3.connect(db)
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+        assert [row[0] for row in conn.execute("SELECT name FROM sqlite_master")] == ["customers"]
+        conn.close()
+    if make in ("bad-seed", "deep-seed"):
+        assert not db.exists()  # nothing half-seeded
+
+
+def test_the_admin_token_file_wins_over_the_environment(tmp_path: Path, monkeypatch) -> None:
+    token_file = tmp_path / "admin-token"
+    token_file.write_text("from-the-file-0123456789\n", encoding="utf-8")
+    monkeypatch.setenv("FAKE_LUCY_ADMIN_TOKEN", "from-the-environment-0123")
+    assert load_settings(admin_token_file=token_file).resolved_admin_token() == "from-the-file-0123456789"
+    assert load_settings().resolved_admin_token() == "from-the-environment-0123"
+
+
+@pytest.mark.slow
+def test_port_0_serves_on_a_free_port_and_the_banner_names_it(tmp_path: Path) -> None:
+    process = subprocess.Popen(  # noqa: S603 - this interpreter, fixed arguments
+        [
+            sys.executable,
+            "-m",
+            "fake_lucy",
+            "serve",
+            "--port",
+            "0",
+            "--database",
+            str(tmp_path / "p.sqlite3"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        banner = process.stdout.readline()
+        match = re.search(r"http://127\.0\.0\.1:(\d+) ", banner)
+        assert match, banner
+        assert int(match[1]) != 0
+        health = httpx.get(f"http://127.0.0.1:{match[1]}/healthz", timeout=10)
+        assert health.json()["status"] == "ok"
+    finally:
+        process.terminate()
+        process.communicate(timeout=30)
