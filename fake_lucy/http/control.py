@@ -141,6 +141,15 @@ def _reset(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[i
 
 
 def _create_credential(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
+    account = body.get("account")
+    credits = None if body.get("credits") is None else int(body["credits"])  # 50.0 is 50
+    if account is not None and credits is not None:
+        row = conn.execute("SELECT tenant_id, balance FROM accounts WHERE id = ?", (account,)).fetchone()
+        if row is not None and row["tenant_id"] == body["tenant"] and int(row["balance"]) != credits:
+            # ``credits`` sets an existing account's balance: an admin_set ledger row, as PUT credits writes
+            billing.set_balance(
+                conn, account=account, new_balance=credits, request_id=ctx.request_id, at=ctx.now(conn)
+            )
     created = create_credential(
         conn,
         ctx.fake.ids,
@@ -149,7 +158,7 @@ def _create_credential(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx
         user=body.get("user"),
         permissions=body["permissions"],
         scopes=body["scopes"],
-        credits=body.get("credits"),
+        credits=credits,
     )
     return 201, created
 
@@ -161,14 +170,11 @@ def _revoke(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[
 
 def _set_balance(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
     account = ctx.path["account"]
+    balance = int(body["balance"])  # the schema's integer takes 20.0; the answer and the ledger say 20
     billing.set_balance(
-        conn,
-        account=account,
-        new_balance=body["balance"],
-        request_id=ctx.request_id,
-        at=ctx.now(conn),
+        conn, account=account, new_balance=balance, request_id=ctx.request_id, at=ctx.now(conn)
     )
-    return 200, {"account": account, "balance": body["balance"]}
+    return 200, {"account": account, "balance": balance}
 
 
 def _list_proposals(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:

@@ -206,3 +206,27 @@ async def test_reset_empties_the_journal_and_the_ledger(api, admin) -> None:
     assert await admin.requests() == []
     assert await admin.ledger() == []
     assert (await recall(api, "database")).json()["credits"]["remaining"] == 999
+
+
+async def test_credits_on_an_existing_account_is_an_admin_set_ledger_row(fake, api, admin) -> None:
+    await recall(api, "anything")  # acct_dev: 1,000 → 999
+    created = await admin.create_credential(account="acct_dev", credits=50)
+    rows = await admin.ledger(account="acct_dev")
+    assert [(row["operation"], row["amount"], row["balance_after"]) for row in rows] == [
+        ("recall", -1, 999),
+        ("admin_set", -949, 50),
+    ]
+    async with fake.client(created["token"]) as client:
+        assert (await recall(client, "anything")).headers["Lucy-Credits-Remaining"] == "49"
+    await admin.create_credential(account="acct_dev", credits=49)  # the balance it has: no row
+    assert len(await admin.ledger(account="acct_dev")) == 3
+    fresh = await admin.create_credential(account="acct_new", credits=70)  # a new account starts there
+    assert fresh["account"] == "acct_new"
+    assert await admin.ledger(account="acct_new") == []
+
+
+async def test_a_balance_of_20_point_0_is_the_integer_20(admin) -> None:
+    answer = await admin.call("PUT", "/accounts/acct_dev/credits", {"balance": 20.0})
+    assert answer == {"account": "acct_dev", "balance": 20}
+    assert isinstance(answer["balance"], int)
+    assert (await admin.ledger(account="acct_dev"))[-1]["balance_after"] == 20
