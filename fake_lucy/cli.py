@@ -73,12 +73,13 @@ def _announce(settings: FakeLucySettings, fake: FakeLucy) -> None:
         f"fake-lucy {__version__} on http://{host}:{settings.port} (database {settings.database})",
         f"  v1 base URL:  http://{host}:{settings.port}   (API under {fake.contract['base_path']})",
     ]
+    refused = "" if fake.loopback else "   REFUSED here (401): not a loopback address"
     if settings.seed is None:
-        lines.append(f"  dev token:    {DEV_TOKEN}   (tenant_dev / acct_dev, read + propose)")
+        lines.append(f"  dev token:    {DEV_TOKEN}   (tenant_dev / acct_dev, read + propose){refused}")
     else:
         lines.append(f"  seed:         {settings.seed} (tokens as listed in the seed)")
     if fake.admin_token_is_builtin:
-        lines.append(f"  admin token:  {DEFAULT_ADMIN_TOKEN}   (control API under /_fake)")
+        lines.append(f"  admin token:  {DEFAULT_ADMIN_TOKEN}   (control API under /_fake){refused}")
     else:
         lines.append("  admin token:  as configured (FAKE_LUCY_ADMIN_TOKEN or --admin-token-file)")
     if not fake.loopback:

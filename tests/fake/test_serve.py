@@ -11,7 +11,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from fake_lucy.cli import main
+from fake_lucy.cli import _announce, main
+from fake_lucy.runtime import FakeLucy
 from fake_lucy.settings import FakeLucySettings, load_settings
 from fake_lucy.testing import ServeProcess
 
@@ -142,3 +143,17 @@ def test_port_0_serves_on_a_free_port_and_the_banner_names_it(tmp_path: Path) ->
     finally:
         process.terminate()
         process.communicate(timeout=30)
+
+
+def test_off_loopback_the_banner_says_the_built_in_tokens_are_refused(tmp_path: Path, capsys) -> None:
+    settings = load_settings(host="0.0.0.0", database=str(tmp_path / "b.sqlite3"))  # noqa: S104 - the point
+    fake = FakeLucy(settings)
+    try:
+        _announce(settings, fake)
+    finally:
+        fake.close()
+    lines = capsys.readouterr().out.splitlines()
+    for token in ("lucy-dev-token", "fake-admin-token"):
+        (line,) = [line for line in lines if token in line]
+        assert "REFUSED here (401)" in line
+    assert not any('"mcpServers"' in line for line in lines)  # no MCP block with a refused token
