@@ -22,6 +22,8 @@ def _routes(name: str) -> list[tuple[str, re.Pattern[str], dict[str, Any], dict[
 
 
 _ROUTES = _routes("agent-memory-api") + _routes("fake-control")
+_V1_ERRORS: dict[str, dict[str, Any]] = load_contract("agent-memory-api")["errors"]
+_V1_BASE: str = load_contract("agent-memory-api")["base_path"]
 
 
 def check_response(response: httpx.Response) -> None:
@@ -66,6 +68,12 @@ def _check_problem(response: httpx.Response, spec: dict[str, Any] | None) -> Non
     injected = "fake-lucy-fault" in response.headers
     if spec is not None and not injected:
         assert body["code"] in spec["codes"], f"code {body['code']} not listed for this status"
+    v1_error = _V1_ERRORS.get(body["code"])
+    if v1_error is not None and response.request.url.path.startswith(_V1_BASE):
+        # SPEC 2.2: details only where the error lists them (the contract's details_schema).
+        assert ("details" in body) == ("details_schema" in v1_error), (
+            f"{body['code']}: details {body.get('details')}"
+        )
 
 
 async def response_hook(response: httpx.Response) -> None:

@@ -98,11 +98,11 @@ def _require_version(head: sqlite3.Row, expected: int) -> None:
 
 
 def _topic_conflict(memory_id: str | None = None) -> DomainError:
-    details = {"memory_id": memory_id} if memory_id else None
+    # SPEC 2.2 lists no details for topic_conflict, so the holder's id (an id, never an input value)
+    # goes into the sentence.
+    holder = f" ({memory_id})" if memory_id else ""
     return DomainError(
-        "topic_conflict",
-        "another active memory in this scope already has this topic",
-        details=details,
+        "topic_conflict", f"another active memory in this scope{holder} already has this topic"
     )
 
 

@@ -74,7 +74,7 @@ def bearer_token(headers: Mapping[str, str]) -> str | None:
 
 
 def _invalid_header(name: str, rule: str) -> ProblemError:
-    return ProblemError("invalid_header", f"the {name} header is malformed: {rule}", details={"header": name})
+    return ProblemError("invalid_header", f"the {name} header is malformed: {rule}")
 
 
 def permissions_header(headers: Mapping[str, str]) -> frozenset[str] | None:

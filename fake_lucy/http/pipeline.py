@@ -186,7 +186,6 @@ class V1Pipeline:
             raise ProblemError(
                 "permission_denied",
                 f"this call needs the {needed} permission, which the request does not carry",
-                details={"required_permission": needed},
             )
 
     def _fault(self, call: _Call, phase: str) -> None:
@@ -260,7 +259,6 @@ class V1Pipeline:
             raise ProblemError(
                 "invalid_header",
                 "the Lucy-Retry-Attempt header is malformed: it must be an integer from 0 to 10",
-                details={"header": "Lucy-Retry-Attempt"},
             )
         if call.operation == "propose" and call.journal.idempotency_key is None:  # 8
             raise ProblemError(
