@@ -14,7 +14,7 @@ async def main() -> None:
     client = AgentMemoryClient(
         transport=create_lucy_http_transport(
             base_url=os.environ["LUCY_MEMORY_BASE_URL"],
-            allow_insecure_loopback=True,  # permits http:// to 127.0.0.1 only; use https:// elsewhere
+            allow_insecure_loopback=True,  # permits http:// to a loopback host only; use https:// elsewhere
         ),
         token=os.environ["LUCY_MEMORY_TOKEN"],
         permissions=["memory:read", "memory:propose"],

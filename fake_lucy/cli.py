@@ -90,19 +90,26 @@ def _announce(settings: FakeLucySettings, fake: FakeLucy) -> None:
     print("\n".join(lines), flush=True)
 
 
-def _bind_any_port(host: str) -> socket.socket:
-    """``--port 0``: a listening socket on a free port, bound here so the banner can name it."""
+def _listen(host: str, port: int) -> socket.socket:
+    """The listening socket, bound before the banner: the banner then names a port that answers
+    (``--port 0`` included), and a port in use or a bad host is one line, not a banner and a log."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, 0))
-    sock.listen(2048)  # from here on a client that read the banner is queued until uvicorn accepts
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(2048)  # from here on a client that read the banner is queued until uvicorn accepts
+    except OSError as exc:  # socket.gaierror included
+        sock.close()
+        raise OSError(f"cannot listen on {host}:{port} ({exc.strerror or exc})") from None
     return sock
 
 
 def serve(settings: FakeLucySettings) -> None:
     fake = FakeLucy(settings)  # creates and seeds the database before any worker starts
-    bound = _bind_any_port(settings.host) if settings.port == 0 else None
+    # One worker: this process listens. Several: uvicorn's supervisor binds, so only --port 0 is
+    # resolved here (a port that was free a moment ago).
+    bound = _listen(settings.host, settings.port) if settings.workers == 1 or settings.port == 0 else None
     if bound is not None:
         settings = settings.model_copy(update={"port": bound.getsockname()[1]})
     _announce(settings, fake)

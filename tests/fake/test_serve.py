@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -157,3 +158,19 @@ def test_off_loopback_the_banner_says_the_built_in_tokens_are_refused(tmp_path: 
         (line,) = [line for line in lines if token in line]
         assert "REFUSED here (401)" in line
     assert not any('"mcpServers"' in line for line in lines)  # no MCP block with a refused token
+
+
+def test_a_port_in_use_or_an_unknown_host_is_one_line_before_any_banner(tmp_path: Path, capsys) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["serve", "--port", str(port), "--database", str(tmp_path / "a.sqlite3")]) == 1
+        first = capsys.readouterr()
+    assert first.out == ""  # no banner naming a server that never ran
+    assert first.err.strip() == f"fake-lucy: cannot listen on 127.0.0.1:{port} (Address already in use)"
+    assert main(["serve", "--host", "host.invalid", "--database", str(tmp_path / "b.sqlite3")]) == 1
+    second = capsys.readouterr()
+    assert second.out == ""
+    assert len(second.err.strip().splitlines()) == 1
+    assert second.err.startswith("fake-lucy: cannot listen on host.invalid:8787")
