@@ -408,13 +408,20 @@ class AgentMemoryClient:
             if lost.idempotency_key is not None or request.idempotency_key is None:
                 raise
             cause: BaseException = lost
+        except ConnectionFailedError as failed:
+            if request.attempt == 0:
+                raise
+            cause = failed  # a retry: an earlier attempt reached the service, so the outcome is unknown
         except (httpx.ConnectError, httpx.ConnectTimeout, ConnectionRefusedError) as exc:
-            raise ConnectionFailedError.for_request(
-                operation=request.operation,
-                idempotency_key=request.idempotency_key,
-                attempts=request.attempt + 1,
-                cause=f"the transport raised {type(exc).__name__}",
-            ) from exc
+            if request.attempt > 0:
+                cause = exc
+            else:
+                raise ConnectionFailedError.for_request(
+                    operation=request.operation,
+                    idempotency_key=request.idempotency_key,
+                    attempts=1,
+                    cause=f"the transport raised {type(exc).__name__}",
+                ) from exc
         except (httpx.TransportError, OSError) as exc:  # OSError includes TimeoutError
             cause = exc
         raise ResponseLostError.for_request(

@@ -7,6 +7,8 @@ LucyMemoryError                      code, status, request_id, retryable, operat
 │   └── InsecureTransportError       http:// without allow_insecure_loopback=True and a loopback host
 ├── SecretDetectedError              the SDK's own pre-flight refusal; nothing was sent
 ├── ResponseLostError                transport branch: timeout or dropped connection, outcome unknown
+├── ConnectionFailedError            transport branch: no connection on the first attempt; nothing sent
+├── ClientClosedError                the client was closed; nothing sent
 ├── InvalidResponseError             a response arrived but is not what the contract promises
 └── APIError                         status branch: one class per contract error code
     ├── InvalidJSONError             400 invalid_json (also raised pre-flight, status None)
@@ -51,7 +53,9 @@ __all__ = [
     "APIError",
     "BadGatewayError",
     "BillingUnavailableError",
+    "ClientClosedError",
     "ConfigurationError",
+    "ConnectionFailedError",
     "GatewayTimeoutError",
     "IdempotencyKeyInUseError",
     "IdempotencyKeyRequiredError",
@@ -193,8 +197,10 @@ class ResponseLostError(LucyMemoryError):
 
 
 class ConnectionFailedError(LucyMemoryError):
-    """No connection to the service could be made (refused, unreachable, TLS or connect timeout):
-    nothing was sent and nothing was charged. Not retried automatically; calling again is safe."""
+    """No connection to the service could be made (refused, unreachable, TLS or connect timeout) for
+    a call's first attempt: nothing was sent and nothing was charged. Not retried automatically;
+    calling again is safe. (When a propose retry cannot connect, an earlier attempt reached the
+    service, so that is a ``ResponseLostError``.)"""
 
     code = "connection_failed"
 

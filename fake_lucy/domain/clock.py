@@ -96,7 +96,14 @@ def set_clock(conn: sqlite3.Connection, *, now: str | None, frozen: bool | None)
     current = now_us(conn)
     target = current
     if now is not None:
-        target = parse_timestamp(now)
+        try:
+            target = parse_timestamp(now)
+        except ValueError:  # the schema's pattern takes 2026-02-30; the calendar does not
+            raise DomainError(
+                "invalid_request",
+                "the request does not match the schema",
+                details={"errors": [{"pointer": "/now", "detail": "must be a real date and time"}]},
+            ) from None
         if target < current:
             raise DomainError(
                 "clock_regression",

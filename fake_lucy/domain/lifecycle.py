@@ -466,7 +466,9 @@ def delete_memory(conn: sqlite3.Connection, memory_id: str, *, now: str) -> sqli
     """Administrative delete: not recallable; pending proposals that target it are superseded."""
     head = _load_memory(conn, memory_id)
     if head["status"] != "active":
-        raise DomainError("invalid_transition", "only an active memory can be deleted")
+        raise DomainError(
+            "invalid_transition", "only an active memory can be deleted", details={"status": head["status"]}
+        )
     expire_due(conn, now)  # a proposal already past its expiry is expired, not superseded by this
     conn.execute("UPDATE memories SET status = 'deleted' WHERE seq = ?", (head["seq"],))
     conn.execute(
@@ -485,7 +487,9 @@ def delete_memory(conn: sqlite3.Connection, memory_id: str, *, now: str) -> sqli
 def restore_memory(conn: sqlite3.Connection, memory_id: str) -> sqlite3.Row:
     head = _load_memory(conn, memory_id)
     if head["status"] != "deleted":
-        raise DomainError("invalid_transition", "only a deleted memory can be restored")
+        raise DomainError(
+            "invalid_transition", "only a deleted memory can be restored", details={"status": head["status"]}
+        )
     scope = Scope(head["scope_kind"], head["scope_id"])
     if head["topic"] is not None and _active_topic_owner(conn, head["tenant_id"], scope, head["topic"]):
         raise _topic_conflict()

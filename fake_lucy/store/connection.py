@@ -7,6 +7,7 @@ completion without an ``await`` inside it, so within a process transactions neve
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -45,6 +46,8 @@ class Database:
                 row[0] for row in self.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
             }
         except sqlite3.DatabaseError as exc:  # not a database, a directory, no permission
+            with contextlib.suppress(AttributeError, sqlite3.Error):
+                self.conn.close()
             raise ForeignDatabaseError(f"{path} cannot be opened as a SQLite database ({exc})") from None
         if tables and "server_state" not in tables:  # refused before anything is written to it
             self.conn.close()

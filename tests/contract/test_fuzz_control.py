@@ -147,6 +147,8 @@ def test_the_clock_moves_forward_only() -> None:
     assert advanced["now"] > frozen["now"]
     backwards = _control("set_clock", body={"now": frozen["now"]})
     assert (backwards.status_code, backwards.json()["code"]) == (409, "clock_regression")
+    impossible = _control("set_clock", body={"now": "2999-02-30T00:00:00.000000Z"})
+    assert (impossible.status_code, impossible.json()["details"]["errors"][0]["pointer"]) == (422, "/now")
     negative = _control("advance_clock", body={"seconds": -5})
     assert (negative.status_code, negative.json()["code"]) == (409, "clock_regression")
     assert negative.json()["details"] == {"now": advanced["now"]}

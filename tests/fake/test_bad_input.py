@@ -135,8 +135,16 @@ async def test_an_unknown_property_too_long_to_point_at_is_reported_on_its_objec
     assert "k" * 100 not in response.text
 
 
+@pytest.mark.parametrize("depth", [300, 600, 900])
+async def test_a_deeply_nested_unknown_property_is_422_not_500(api, depth) -> None:
+    body = '{"query": "x", "extra": ' + "[" * depth + "]" * depth + "}"
+    response = await api.post(V1 + "/recall", content=body, headers={"Content-Type": "application/json"})
+    assert (response.status_code, response.json()["code"]) == (422, "invalid_request"), response.text[:200]
+
+
 async def test_at_most_100_errors_are_listed_the_first_in_pointer_order(api) -> None:
-    response = await api.post(V1 + "/recall", json={"query": "x", **{f"extra{n:03d}": 1 for n in range(150)}})
+    reverse = {f"extra{n:03d}": 1 for n in reversed(range(150))}  # sent last-first
+    response = await api.post(V1 + "/recall", json={"query": "x", **reverse})
     assert response.status_code == 422
     errors = response.json()["details"]["errors"]
     assert [error["pointer"] for error in errors] == [f"/extra{n:03d}" for n in range(100)]

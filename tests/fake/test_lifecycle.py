@@ -236,6 +236,18 @@ async def test_delete_supersedes_pending_proposals_and_restore_brings_it_back(ap
     assert [m["id"] for m in (await recall(api, "backups nightly")).json()["memories"]] == [memory_id]
 
 
+async def test_deleting_or_restoring_twice_is_409_with_the_current_status(api, admin) -> None:
+    memory_id = (await approved_memory(api, admin, "Logs are kept 30 days."))["memory"]["id"]
+    with pytest.raises(AdminError) as restored_active:
+        await admin.restore_memory(memory_id)
+    assert restored_active.value.problem["details"] == {"status": "active"}
+    await admin.delete_memory(memory_id)
+    with pytest.raises(AdminError) as deleted_twice:
+        await admin.delete_memory(memory_id)
+    assert (deleted_twice.value.status, deleted_twice.value.problem["code"]) == (409, "invalid_transition")
+    assert deleted_twice.value.problem["details"] == {"status": "deleted"}
+
+
 async def test_delete_leaves_an_already_expired_proposal_expired(api, admin) -> None:
     first = await approved_memory(api, admin, "Deploys happen on Tuesdays.", topic="deploy-day")
     pending = await _pending(api, content="Deploys happen on Thursdays.", topic="deploy-day")

@@ -15,7 +15,9 @@ from lucy_memory import (
     ClientClosedError,
     ConfigurationError,
     ConnectionFailedError,
+    InvalidRequestError,
     InvalidResponseError,
+    ResponseLostError,
     SyncAgentMemoryClient,
     create_lucy_http_transport,
 )
@@ -121,3 +123,38 @@ def test_the_sync_client_takes_clock_and_random_and_closes_idempotently(live) ->
     client.close()
     with pytest.raises(ClientClosedError):
         client.recall('{"query": "database"}')
+
+
+class _RefusesTheRetry:
+    """Answers the first attempt 503 (after the fake executed it), then cannot connect."""
+
+    def __init__(self, inner: object) -> None:
+        self.inner = inner
+        self.attempts = 0
+
+    async def send(self, request: TransportRequest) -> TransportResponse:
+        self.attempts += 1
+        if self.attempts == 1:
+            return await self.inner.send(request)  # type: ignore[attr-defined]
+        raise httpx.ConnectError("[Errno 111] Connection refused")
+
+
+async def test_a_propose_retry_that_cannot_connect_is_a_lost_response_not_nothing_sent(fake, admin) -> None:
+    await admin.add_fault("propose", 503, phase="after_commit")
+    transport = _RefusesTheRetry(http_transport(fake))
+    client = AgentMemoryClient(transport=transport, token=DEV_TOKEN, permissions=BOTH, sleep=_no_sleep)
+    with pytest.raises(ResponseLostError) as caught:
+        await client.propose(proposal_json(), idempotency_key="k-retry")
+    assert (caught.value.idempotency_key, caught.value.attempts) == ("k-retry", 2)
+    assert "nothing was charged" not in str(caught.value)
+    assert [row["operation"] for row in await admin.ledger()] == ["propose"]  # the first one executed
+
+
+async def _no_sleep(seconds: float) -> None:
+    return None
+
+
+async def test_a_deeply_nested_request_is_an_invalid_request_not_a_recursion_error(fake, new_client) -> None:
+    client = new_client(fake)
+    with pytest.raises(InvalidRequestError):
+        await client.recall('{"query": "x", "extra": ' + "[" * 450 + "]" * 450 + "}")

@@ -119,12 +119,19 @@ def _plain_json(value: Any) -> bool:
     """Whether ``value`` is made of exactly the types JSON parsing gives. jsonschema-rs also takes a
     tuple for an array and a ``Decimal`` for a number, which jsonschema rejects; for anything but
     plain JSON values the compiled check is skipped and jsonschema decides alone."""
-    kind = type(value)
-    if kind is dict:
-        return all(type(key) is str and _plain_json(item) for key, item in value.items())
-    if kind is list:
-        return all(_plain_json(item) for item in value)
-    return kind in _JSON_SCALARS
+    pending = [value]  # a stack, not recursion: a body may nest as deep as the JSON parser allows
+    while pending:
+        item = pending.pop()
+        kind = type(item)
+        if kind is dict:
+            if not all(type(key) is str for key in item):
+                return False
+            pending.extend(item.values())
+        elif kind is list:
+            pending.extend(item)
+        elif kind not in _JSON_SCALARS:
+            return False
+    return True
 
 
 def _fast_validator(schema: dict[str, Any]) -> Any:
@@ -338,6 +345,7 @@ class SchemaValidator:
                 if (item.pointer, item.detail) not in seen:
                     seen.add((item.pointer, item.detail))
                     found.append(item)
+        found.sort(key=lambda item: item.pointer)  # stable: one pointer's errors keep their order
         return found[:MAX_ERRORS]
 
     def is_valid(self, instance: Any) -> bool:
