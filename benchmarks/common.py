@@ -76,7 +76,6 @@ def free_port() -> int:
 
 
 def wait_http(url: str, timeout: float = 30, process: subprocess.Popen[bytes] | None = None) -> None:
-    # Another process: nothing to wait on but its socket, so poll the URL briefly.
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process is not None and process.poll() is not None:

@@ -408,13 +408,16 @@ class AgentMemoryClient:
             if lost.idempotency_key is not None or request.idempotency_key is None:
                 raise
             cause: BaseException = lost
-        except ConnectionFailedError as failed:
-            if request.attempt == 0:
-                raise
-            cause = failed  # a retry: an earlier attempt reached the service, so the outcome is unknown
-        except (httpx.ConnectError, httpx.ConnectTimeout, ConnectionRefusedError) as exc:
+        except (
+            ConnectionFailedError,
+            httpx.ConnectError,
+            httpx.ConnectTimeout,
+            ConnectionRefusedError,
+        ) as exc:
             if request.attempt > 0:
-                cause = exc
+                cause = exc  # a retry: an earlier attempt reached the service, so the outcome is unknown
+            elif isinstance(exc, ConnectionFailedError):
+                raise
             else:
                 raise ConnectionFailedError.for_request(
                     operation=request.operation,

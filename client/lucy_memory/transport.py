@@ -176,15 +176,11 @@ class LucyHttpTransport:
             response = await self._http.request(
                 request.method, request.path, content=request.body, headers=dict(request.headers)
             )
-        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:  # no connection: nothing was sent
-            raise ConnectionFailedError.for_request(
-                operation=request.operation,
-                idempotency_key=request.idempotency_key,
-                attempts=request.attempt + 1,
-                cause=type(exc).__name__,
-            ) from exc
         except httpx.RequestError as exc:  # transport errors (timeouts, drops) and undecodable bodies
-            raise ResponseLostError.for_request(
+            # No connection at all means nothing was sent; anything later, the outcome is unknown.
+            no_connection = isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout)
+            error = ConnectionFailedError if no_connection else ResponseLostError
+            raise error.for_request(
                 operation=request.operation,
                 idempotency_key=request.idempotency_key,
                 attempts=request.attempt + 1,

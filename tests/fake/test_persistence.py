@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 
+import httpx
 import pytest
 
 from fake_lucy.testing import InProcessFake
@@ -59,12 +60,16 @@ async def test_state_survives_a_restart_on_the_same_file(tmp_path) -> None:
     await second.aclose()
 
 
+async def _approve_one(fake: InProcessFake, client: httpx.AsyncClient, content: str) -> None:
+    created = await propose(client, proposal_body(content))
+    await fake.admin.approve(created.json()["proposal"]["id"])
+
+
 async def test_access_times_survive_a_restart(tmp_path) -> None:
     database = tmp_path / "access.sqlite3"
     first = InProcessFake(database)
     async with first.client() as client:
-        created = await propose(client, proposal_body("Access-time decision about Postgres."))
-        await first.admin.approve(created.json()["proposal"]["id"])
+        await _approve_one(first, client, "Access-time decision about Postgres.")
         stamped = (await recall(client, "postgres")).json()["memories"][0]["last_accessed_at"]
     await first.aclose()
     second = InProcessFake(database)
@@ -76,8 +81,7 @@ async def test_access_times_of_a_file_from_before_memory_access_are_moved_over(t
     database = tmp_path / "old.sqlite3"
     first = InProcessFake(database)
     async with first.client() as client:
-        created = await propose(client, proposal_body("Old-format decision about Postgres."))
-        await first.admin.approve(created.json()["proposal"]["id"])
+        await _approve_one(first, client, "Old-format decision about Postgres.")
     await first.aclose()
     # The layout of earlier releases: the access time is a column of ``memories``.
     conn = sqlite3.connect(database)

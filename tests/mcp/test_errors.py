@@ -6,13 +6,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import httpx
 import pytest
 
 from lucy_memory import TransportRequest, TransportResponse
 from lucy_memory._contract import load_contract
 from tests.mcp.helpers import DEV_TOKEN, PROJECT, connect, one_line, proposal_args, text_of
-from tests.sdk.helpers import RecordingSleep
+from tests.sdk.helpers import RaisingTransport, RecordingSleep, refused
 
 pytestmark = pytest.mark.anyio
 
@@ -279,21 +278,10 @@ async def test_a_lost_recall_response_says_repeating_may_charge_again(fake, admi
     assert DEV_TOKEN not in text
 
 
-class _Refusing:
-    """A transport whose connection is refused: nothing reaches the service."""
-
-    def __init__(self) -> None:
-        self.sent: list[TransportRequest] = []
-
-    async def send(self, request: TransportRequest) -> TransportResponse:
-        self.sent.append(request)
-        raise httpx.ConnectError("[Errno 111] Connection refused")
-
-
 @pytest.mark.parametrize("operation", list(CALLS))
 async def test_a_refused_connection_says_nothing_was_sent_or_charged(fake, operation) -> None:
     tool, arguments = CALLS[operation]
-    transport = _Refusing()
+    transport = RaisingTransport(refused())  # nothing reaches the service
     async with connect(fake, transport=transport) as client:
         text = _error_text(await client.call_tool(tool, arguments))
     assert text.startswith(f"Error connection_failed (no connection) from {operation}:")

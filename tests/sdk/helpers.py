@@ -68,6 +68,33 @@ class Recorder:
         await self.inner.aclose()
 
 
+class RaisingTransport:
+    """A custom transport (the ``Transport`` protocol) that raises ``error`` on every request after the
+    first ``answered`` ones, which go to ``inner`` (a refused connection, a network error it lets
+    through, a ``ResponseLostError`` without the key)."""
+
+    def __init__(self, error: BaseException, *, inner: Any = None, answered: int = 0) -> None:
+        self.error = error
+        self.inner = inner
+        self.answered = answered
+        self.sent: list[TransportRequest] = []
+
+    @property
+    def keys(self) -> list[str | None]:
+        return [request.idempotency_key for request in self.sent]
+
+    async def send(self, request: TransportRequest) -> TransportResponse:
+        self.sent.append(request)
+        if len(self.sent) <= self.answered:
+            response: TransportResponse = await self.inner.send(request)
+            return response
+        raise self.error
+
+
+def refused() -> httpx.ConnectError:
+    return httpx.ConnectError("[Errno 111] Connection refused")
+
+
 def with_header(response: TransportResponse, name: str, value: str) -> TransportResponse:
     return replace(response, headers={**response.headers, name.lower(): value})
 

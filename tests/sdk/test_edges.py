@@ -21,8 +21,16 @@ from lucy_memory import (
     SyncAgentMemoryClient,
     create_lucy_http_transport,
 )
-from lucy_memory.transport import TransportRequest, TransportResponse
-from tests.sdk.helpers import BOTH, DEV_TOKEN, Recorder, http_transport, proposal_json
+from lucy_memory.transport import TransportResponse
+from tests.sdk.helpers import (
+    BOTH,
+    DEV_TOKEN,
+    RaisingTransport,
+    Recorder,
+    http_transport,
+    proposal_json,
+    refused,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -54,13 +62,8 @@ async def test_a_refused_connection_says_nothing_was_sent_or_charged(operation) 
         assert error.idempotency_key == "k-refused"
 
 
-class _Refusing:
-    async def send(self, request: TransportRequest) -> TransportResponse:
-        raise httpx.ConnectError("[Errno 111] Connection refused")
-
-
 async def test_a_custom_transports_refused_connection_is_connection_failed_with_the_key() -> None:
-    client = AgentMemoryClient(transport=_Refusing(), token=DEV_TOKEN, permissions=BOTH)
+    client = AgentMemoryClient(transport=RaisingTransport(refused()), token=DEV_TOKEN, permissions=BOTH)
     with pytest.raises(ConnectionFailedError) as caught:
         await client.propose(proposal_json(), idempotency_key="k-custom")
     assert caught.value.idempotency_key == "k-custom"
@@ -125,23 +128,10 @@ def test_the_sync_client_takes_clock_and_random_and_closes_idempotently(live) ->
         client.recall('{"query": "database"}')
 
 
-class _RefusesTheRetry:
-    """Answers the first attempt 503 (after the fake executed it), then cannot connect."""
-
-    def __init__(self, inner: object) -> None:
-        self.inner = inner
-        self.attempts = 0
-
-    async def send(self, request: TransportRequest) -> TransportResponse:
-        self.attempts += 1
-        if self.attempts == 1:
-            return await self.inner.send(request)  # type: ignore[attr-defined]
-        raise httpx.ConnectError("[Errno 111] Connection refused")
-
-
 async def test_a_propose_retry_that_cannot_connect_is_a_lost_response_not_nothing_sent(fake, admin) -> None:
     await admin.add_fault("propose", 503, phase="after_commit")
-    transport = _RefusesTheRetry(http_transport(fake))
+    # The first attempt is answered 503 after the fake executed it; the retry cannot connect.
+    transport = RaisingTransport(refused(), inner=http_transport(fake), answered=1)
     client = AgentMemoryClient(transport=transport, token=DEV_TOKEN, permissions=BOTH, sleep=_no_sleep)
     with pytest.raises(ResponseLostError) as caught:
         await client.propose(proposal_json(), idempotency_key="k-retry")

@@ -7,8 +7,7 @@ import httpx
 import pytest
 
 from lucy_memory import AgentMemoryClient, ResponseLostError
-from lucy_memory.transport import TransportRequest, TransportResponse
-from tests.sdk.helpers import http_transport, proposal_json
+from tests.sdk.helpers import RaisingTransport, http_transport, proposal_json
 
 pytestmark = pytest.mark.anyio
 
@@ -101,19 +100,6 @@ async def test_a_timed_out_propose_raises_response_lost_and_is_not_retried(
     assert sleeps.delays == []
 
 
-class _RaisingTransport:
-    """A custom transport (the ``Transport`` protocol) that breaks the protocol's rule and lets a
-    network error through, or raises ``ResponseLostError`` without the key."""
-
-    def __init__(self, error: BaseException) -> None:
-        self.error = error
-        self.keys: list[str | None] = []
-
-    async def send(self, request: TransportRequest) -> TransportResponse:
-        self.keys.append(request.idempotency_key)
-        raise self.error
-
-
 @pytest.mark.parametrize(
     "error",
     [
@@ -124,7 +110,7 @@ class _RaisingTransport:
     ],
 )
 async def test_a_custom_transports_network_error_on_propose_still_carries_the_key(error) -> None:
-    transport = _RaisingTransport(error)
+    transport = RaisingTransport(error)
     client = AgentMemoryClient(
         transport=transport, token="a-token-for-a-custom-transport", permissions=["memory:propose"]
     )
@@ -139,7 +125,7 @@ async def test_a_custom_transports_network_error_on_propose_still_carries_the_ke
 
 async def test_a_custom_transports_other_exceptions_are_not_called_lost_responses() -> None:
     client = AgentMemoryClient(
-        transport=_RaisingTransport(TypeError("a bug in the transport")),
+        transport=RaisingTransport(TypeError("a bug in the transport")),
         token="a-token-for-a-custom-transport",
         permissions=["memory:propose"],
     )
