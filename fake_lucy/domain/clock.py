@@ -10,9 +10,9 @@ import sqlite3
 import time
 from datetime import UTC, datetime
 
-from fake_lucy.domain.errors import DomainError
+from fake_lucy.domain.errors import DomainError, invalid_field
 
-__all__ = ["advance", "format_us", "from_state", "now_us", "parse_timestamp", "set_clock", "state"]
+__all__ = ["advance", "format_us", "from_state", "now", "now_us", "parse_timestamp", "set_clock", "state"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -49,6 +49,11 @@ def now_us(conn: sqlite3.Connection) -> int:
     return from_state(offset, frozen)
 
 
+def now(conn: sqlite3.Connection) -> str:
+    """The server time as the API writes it."""
+    return format_us(now_us(conn))
+
+
 def state(conn: sqlite3.Connection) -> dict[str, object]:
     frozen = conn.execute("SELECT clock_frozen_us FROM server_state WHERE id = 1").fetchone()[0]
     return {"now": format_us(now_us(conn)), "frozen": frozen is not None}
@@ -71,11 +76,7 @@ LATEST = "9000-01-01T00:00:00.000000Z"
 
 def _within_range(target_us: int, pointer: str) -> None:
     if target_us > parse_timestamp(LATEST):
-        raise DomainError(
-            "invalid_request",
-            "the request does not match the schema",
-            details={"errors": [{"pointer": pointer, "detail": f"must not move the clock past {LATEST}"}]},
-        )
+        raise invalid_field(pointer, f"must not move the clock past {LATEST}")
 
 
 def advance(conn: sqlite3.Connection, seconds: float) -> dict[str, object]:
@@ -99,11 +100,7 @@ def set_clock(conn: sqlite3.Connection, *, now: str | None, frozen: bool | None)
         try:
             target = parse_timestamp(now)
         except ValueError:  # the schema's pattern takes 2026-02-30; the calendar does not
-            raise DomainError(
-                "invalid_request",
-                "the request does not match the schema",
-                details={"errors": [{"pointer": "/now", "detail": "must be a real date and time"}]},
-            ) from None
+            raise invalid_field("/now", "must be a real date and time") from None
         if target < current:
             raise DomainError(
                 "clock_regression",

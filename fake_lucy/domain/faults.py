@@ -6,7 +6,9 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
+from fake_lucy.domain.errors import invalid_field
 from fake_lucy.domain.ids import IdFactory
+from fake_lucy.store import queries
 
 __all__ = ["DEFAULT_CODES", "Fault", "clear", "create", "list_faults", "take"]
 
@@ -56,6 +58,12 @@ def take(conn: sqlite3.Connection, *, operation: str, credential_id: str, phase:
 
 
 def create(conn: sqlite3.Connection, ids: IdFactory, spec: dict[str, Any]) -> dict[str, Any]:
+    """A fault from a spec the schema admitted; the rules the schema cannot state are 422s."""
+    if spec.get("phase") == "in_flight" and spec["operation"] != "propose":
+        raise invalid_field("/phase", "in_flight applies to propose only")
+    credential = spec.get("credential_id")
+    if credential is not None and not queries.credential_exists(conn, credential):
+        raise invalid_field("/credential_id", "no credential has this id")
     status = int(spec["status"])
     fault_id = ids.new(conn, "flt")
     count = int(spec.get("count", 1))

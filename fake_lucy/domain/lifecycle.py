@@ -18,10 +18,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from fake_lucy.domain import server_state
-from fake_lucy.domain.errors import DomainError
+from fake_lucy.domain.errors import DomainError, invalid_field
 from fake_lucy.domain.ids import IdFactory
 from fake_lucy.domain.principals import Principal, Scope, scope_tag
-from fake_lucy.domain.records import MEMORY_COLUMNS
+from fake_lucy.store import queries
+from fake_lucy.store.records import MemoryRecord, ProposalRecord
 
 __all__ = [
     "FINAL_STATES",
@@ -37,6 +38,7 @@ __all__ = [
     "reject",
     "restore_memory",
     "secret_plan",
+    "visible_proposal",
 ]
 
 FINAL_STATES = frozenset({"approved", "rejected", "expired", "superseded"})
@@ -60,40 +62,23 @@ def expire_due(conn: sqlite3.Connection, now: str) -> None:
     )
 
 
-def _memory_head(conn: sqlite3.Connection, tenant: str, memory_id: str) -> sqlite3.Row | None:
-    row: sqlite3.Row | None = conn.execute(
-        f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.id = ? AND m.tenant_id = ?",  # noqa: S608 - constant column list
-        (memory_id, tenant),
-    ).fetchone()
-    return row
-
-
-def _active_topic_owner(
-    conn: sqlite3.Connection, tenant: str, scope: Scope, topic: str
-) -> sqlite3.Row | None:
-    row: sqlite3.Row | None = conn.execute(
-        "SELECT id, version FROM memories WHERE tenant_id = ? AND scope_kind = ? AND scope_id = ?"
-        " AND topic = ? AND status = 'active'",
-        (tenant, scope.kind, scope.id, topic),
-    ).fetchone()
-    return row
+def _active_topic_owner(conn: sqlite3.Connection, tenant: str, scope: Scope, topic: str) -> str | None:
+    """The id of the active memory of ``scope`` that holds ``topic``, if any."""
+    owner = queries.active_topic_owner(conn, tenant, scope.kind, scope.id, topic)
+    return None if owner is None else owner[0]
 
 
 def _topic_target(tenant: str, scope: Scope, topic: str) -> str:
     return "t:" + json.dumps([tenant, scope.kind, scope.id, topic])
 
 
-def _require_version(head: sqlite3.Row, expected: int) -> None:
+def _require_version(head: MemoryRecord, expected: int) -> None:
     """A replacement must name the memory's active version (else ``version_conflict``)."""
-    if head["version"] != expected:
+    if head.version != expected:
         raise DomainError(
             "version_conflict",
             "the replacement names a version that is no longer the active one",
-            details={
-                "memory_id": head["id"],
-                "expected_version": expected,
-                "current_version": head["version"],
-            },
+            details={"memory_id": head.id, "expected_version": expected, "current_version": head.version},
         )
 
 
@@ -132,40 +117,31 @@ def plan_proposal(conn: sqlite3.Connection, principal: Principal, body: dict[str
     if replaces is not None:
         head = _replaced_head(conn, principal, scope, replaces)
         if topic is _UNSET:
-            topic = head["topic"]
-        elif topic is not None and topic != head["topic"]:
+            topic = head.topic
+        elif topic is not None and topic != head.topic:
             owner = _active_topic_owner(conn, tenant, scope, topic)
-            if owner is not None and owner["id"] != head["id"]:
-                raise _topic_conflict(owner["id"])
-        return ProposalPlan(scope, topic, head["id"], head["version"], "m:" + head["id"])
+            if owner is not None and owner != head.id:
+                raise _topic_conflict(owner)
+        return ProposalPlan(scope, topic, head.id, head.version, "m:" + head.id)
     if topic is _UNSET or topic is None:
         return ProposalPlan(scope, None, None, None, None)
-    owner = _active_topic_owner(conn, tenant, scope, topic)
-    if owner is not None:  # topic upsert: replace that memory's current version
-        return ProposalPlan(scope, topic, owner["id"], owner["version"], "m:" + owner["id"])
+    holder = queries.active_topic_owner(conn, tenant, scope.kind, scope.id, topic)
+    if holder is not None:  # topic upsert: replace that memory's current version
+        holder_id, holder_version = holder
+        return ProposalPlan(scope, topic, holder_id, holder_version, "m:" + holder_id)
     return ProposalPlan(scope, topic, None, None, _topic_target(tenant, scope, topic))
 
 
 def _replaced_head(
     conn: sqlite3.Connection, principal: Principal, scope: Scope, replaces: dict[str, Any]
-) -> sqlite3.Row:
+) -> MemoryRecord:
     """The memory ``replaces`` names, checked: visible and active, that version, the same scope."""
-    head = _memory_head(conn, principal.tenant_id, replaces["memory_id"])
-    if (
-        head is None
-        or head["status"] == "deleted"
-        or not principal.sees(Scope(head["scope_kind"], head["scope_id"]))
-    ):
+    head = queries.memory_head(conn, replaces["memory_id"], tenant=principal.tenant_id)
+    if head is None or head.status == "deleted" or not principal.sees(Scope(head.scope_kind, head.scope_id)):
         raise DomainError("memory_not_found", "no visible active memory has this id")
     _require_version(head, replaces["version"])
-    if (head["scope_kind"], head["scope_id"]) != (scope.kind, scope.id):
-        raise DomainError(
-            "invalid_request",
-            "the request does not match the schema",
-            details={
-                "errors": [{"pointer": "/scope", "detail": "must equal the scope of the replaced memory"}]
-            },
-        )
+    if (head.scope_kind, head.scope_id) != (scope.kind, scope.id):
+        raise invalid_field("/scope", "must equal the scope of the replaced memory")
     return head
 
 
@@ -179,7 +155,7 @@ def secret_plan(conn: sqlite3.Connection, principal: Principal, body: dict[str, 
     if replaces is None:
         return ProposalPlan(scope, None, None, None, None)
     head = _replaced_head(conn, principal, scope, replaces)
-    return ProposalPlan(scope, None, head["id"], head["version"], None)
+    return ProposalPlan(scope, None, head.id, head.version, None)
 
 
 def create_proposal(
@@ -193,7 +169,7 @@ def create_proposal(
     expires_at: str,
     source: str | None,
     secret: Placeholder | None,
-) -> sqlite3.Row:
+) -> ProposalRecord:
     """Step 13 for a propose: store it; auto-approve it when the tenant's policy says so.
 
     ``secret`` is set when the secret policy matched: the proposal is stored already rejected,
@@ -238,10 +214,10 @@ def create_proposal(
             target_key,
         ),
     )
-    row = load_proposal(conn, proposal_id)
+    record = load_proposal(conn, proposal_id)
     if secret is None and _auto_approves(principal.auto_approve, body["kind"]):
-        return approve(conn, ids, row, now=now)
-    return row
+        return approve(conn, ids, record, now=now)
+    return record
 
 
 def _auto_approves(policy_json: str, kind: str) -> bool:
@@ -251,19 +227,31 @@ def _auto_approves(policy_json: str, kind: str) -> bool:
     return isinstance(policy, list) and kind in policy
 
 
-def load_proposal(conn: sqlite3.Connection, proposal_id: str) -> sqlite3.Row:
-    row: sqlite3.Row | None = conn.execute("SELECT * FROM proposals WHERE id = ?", (proposal_id,)).fetchone()
-    if row is None:
+def load_proposal(conn: sqlite3.Connection, proposal_id: str) -> ProposalRecord:
+    record = queries.proposal(conn, proposal_id)
+    if record is None:
         raise DomainError("not_found", "no proposal has this id")
-    return row
+    return record
 
 
-def _require_pending(row: sqlite3.Row, action: str) -> None:
-    if row["status"] != "pending":
+def visible_proposal(conn: sqlite3.Connection, principal: Principal, proposal_id: str) -> ProposalRecord:
+    """A proposal as its proposer sees it (SPEC 1.4): the same account and a visible scope."""
+    record = queries.proposal(conn, proposal_id)
+    if (
+        record is None
+        or record.account_id != principal.account_id
+        or not principal.sees(Scope(record.scope_kind, record.scope_id))
+    ):
+        raise DomainError("not_found", "no proposal with this id is visible to the caller")
+    return record
+
+
+def _require_pending(record: ProposalRecord, action: str) -> None:
+    if record.status != "pending":
         raise DomainError(
             "invalid_transition",
             f"a proposal in a final state cannot be {action}",
-            details={"status": row["status"]},
+            details={"status": record.status},
         )
 
 
@@ -284,92 +272,111 @@ def _delete_fts(conn: sqlite3.Connection, seq: int) -> None:
     server_state.bump_index_epoch(conn)
 
 
-def approve(conn: sqlite3.Connection, ids: IdFactory, row: sqlite3.Row, *, now: str) -> sqlite3.Row:
+def approve(conn: sqlite3.Connection, ids: IdFactory, record: ProposalRecord, *, now: str) -> ProposalRecord:
     """Approve a pending proposal: a new memory (version 1) or version n+1 of its target."""
-    _require_pending(row, "approved")
-    tenant = row["tenant_id"]
-    scope = Scope(row["scope_kind"], row["scope_id"])
-    topic = row["topic"]
-    if row["replaces_memory_id"] is not None:
-        head = _memory_head(conn, tenant, row["replaces_memory_id"])
-        if head is None or head["status"] != "active":
-            raise DomainError("memory_not_found", "the memory this proposal replaces is gone")
-        _require_version(head, row["replaces_version"])
-        if topic is not None:
-            owner = _active_topic_owner(conn, tenant, scope, topic)
-            if owner is not None and owner["id"] != head["id"]:
-                raise _topic_conflict(owner["id"])
-        memory_id, version = head["id"], head["version"] + 1
-        conn.execute(
-            "UPDATE memory_versions SET status = 'superseded' WHERE memory_id = ? AND version = ?",
-            (memory_id, head["version"]),
-        )
-        conn.execute(
-            "UPDATE memories SET version = ?, kind = ?, topic = ?, content = ?, importance = ?,"
-            " source = ?, updated_at = ?, approved_at = ? WHERE seq = ?",
-            (
-                version,
-                row["kind"],
-                topic,
-                row["content"],
-                row["importance"],
-                row["source"],
-                now,
-                now,
-                head["seq"],
-            ),
-        )
-        _delete_fts(conn, head["seq"])
-        _insert_fts(conn, head["seq"], tenant, scope, row["content"], topic)
-        _insert_version(
-            conn,
-            memory_id,
-            version,
-            row["kind"],
-            topic,
-            row["content"],
-            row["importance"],
-            row["source"],
-            now,
-        )
+    _require_pending(record, "approved")
+    if record.replaces_memory_id is not None:
+        memory_id, version = _approve_replacement(conn, record, record.replaces_memory_id, now=now)
     else:
-        if topic is not None and _active_topic_owner(conn, tenant, scope, topic) is not None:
-            raise _topic_conflict()
-        memory_id = create_memory(
-            conn,
-            ids,
-            tenant=tenant,
-            scope=scope,
-            kind=row["kind"],
-            topic=topic,
-            content=row["content"],
-            importance=row["importance"],
-            source=row["source"],
-            now=now,
-        )
-        version = 1
+        memory_id, version = _approve_new(conn, ids, record, now=now)
     conn.execute(
         "UPDATE proposals SET status = 'approved', memory_id = ?, memory_version = ?,"
         " decided_at = ?, updated_at = ? WHERE id = ?",
-        (memory_id, version, now, now, row["id"]),
+        (memory_id, version, now, now, record.id),
     )
-    _supersede_competitors(conn, row, memory_id, version, now)
-    return load_proposal(conn, row["id"])
+    _supersede_competitors(conn, record, memory_id, version, now)
+    return load_proposal(conn, record.id)
+
+
+def _approve_replacement(
+    conn: sqlite3.Connection, record: ProposalRecord, memory_id: str, *, now: str
+) -> tuple[str, int]:
+    """Version n+1 of the replaced memory becomes active and version n superseded."""
+    tenant = record.tenant_id
+    scope = Scope(record.scope_kind, record.scope_id)
+    head = queries.memory_head(conn, memory_id, tenant=tenant)
+    if head is None or head.status != "active":
+        raise DomainError("memory_not_found", "the memory this proposal replaces is gone")
+    assert record.replaces_version is not None  # stored together with replaces_memory_id
+    _require_version(head, record.replaces_version)
+    if record.topic is not None:
+        owner = _active_topic_owner(conn, tenant, scope, record.topic)
+        if owner is not None and owner != head.id:
+            raise _topic_conflict(owner)
+    version = head.version + 1
+    conn.execute(
+        "UPDATE memory_versions SET status = 'superseded' WHERE memory_id = ? AND version = ?",
+        (memory_id, head.version),
+    )
+    conn.execute(
+        "UPDATE memories SET version = ?, kind = ?, topic = ?, content = ?, importance = ?,"
+        " source = ?, updated_at = ?, approved_at = ? WHERE seq = ?",
+        (
+            version,
+            record.kind,
+            record.topic,
+            record.content,
+            record.importance,
+            record.source,
+            now,
+            now,
+            head.seq,
+        ),
+    )
+    _delete_fts(conn, head.seq)
+    _insert_fts(conn, head.seq, tenant, scope, record.content, record.topic)
+    _insert_version(
+        conn,
+        memory_id,
+        version,
+        record.kind,
+        record.topic,
+        record.content,
+        record.importance,
+        record.source,
+        now,
+    )
+    return memory_id, version
+
+
+def _approve_new(
+    conn: sqlite3.Connection, ids: IdFactory, record: ProposalRecord, *, now: str
+) -> tuple[str, int]:
+    """Version 1 of a new memory; its topic must be free in its scope."""
+    scope = Scope(record.scope_kind, record.scope_id)
+    if (
+        record.topic is not None
+        and _active_topic_owner(conn, record.tenant_id, scope, record.topic) is not None
+    ):
+        raise _topic_conflict()
+    memory_id = create_memory(
+        conn,
+        ids,
+        tenant=record.tenant_id,
+        scope=scope,
+        kind=record.kind,
+        topic=record.topic,
+        content=record.content,
+        importance=record.importance,
+        source=record.source,
+        now=now,
+    )
+    return memory_id, 1
 
 
 def _supersede_competitors(
-    conn: sqlite3.Connection, row: sqlite3.Row, memory_id: str, version: int, now: str
+    conn: sqlite3.Connection, record: ProposalRecord, memory_id: str, version: int, now: str
 ) -> None:
-    if row["target_key"] is None:
+    if record.target_key is None:
         return
     conn.execute(
         "UPDATE proposals SET status = 'superseded', reason = 'superseded', reason_detail = ?,"
         " decided_at = ?, updated_at = ? WHERE target_key = ? AND status = 'pending'",
         (
-            f"superseded by proposal {row['id']}, approved as {memory_id} version {version}",
+            f"superseded by proposal {record.id}, approved as {memory_id} version {version}",
             now,
             now,
-            row["target_key"],
+            record.target_key,
         ),
     )
 
@@ -431,51 +438,50 @@ def _insert_version(
     )
 
 
-def reject(conn: sqlite3.Connection, row: sqlite3.Row, *, now: str, reason_detail: str | None) -> sqlite3.Row:
-    _require_pending(row, "rejected")
+def reject(
+    conn: sqlite3.Connection, record: ProposalRecord, *, now: str, reason_detail: str | None
+) -> ProposalRecord:
+    _require_pending(record, "rejected")
     conn.execute(
         "UPDATE proposals SET status = 'rejected', reason = 'rejected_by_reviewer',"
         " reason_detail = ?, decided_at = ?, updated_at = ? WHERE id = ?",
-        (reason_detail, now, now, row["id"]),
+        (reason_detail, now, now, record.id),
     )
-    return load_proposal(conn, row["id"])
+    return load_proposal(conn, record.id)
 
 
-def expire(conn: sqlite3.Connection, row: sqlite3.Row, *, now: str) -> sqlite3.Row:
+def expire(conn: sqlite3.Connection, record: ProposalRecord, *, now: str) -> ProposalRecord:
     """Expire now (an administrator's shortcut): ``expires_at = decided_at = now``."""
-    _require_pending(row, "expired")
+    _require_pending(record, "expired")
     conn.execute(
         "UPDATE proposals SET status = 'expired', reason = 'expired', expires_at = ?,"
         " decided_at = ?, updated_at = ? WHERE id = ?",
-        (now, now, now, row["id"]),
+        (now, now, now, record.id),
     )
-    return load_proposal(conn, row["id"])
+    return load_proposal(conn, record.id)
 
 
-def _load_memory(conn: sqlite3.Connection, memory_id: str) -> sqlite3.Row:
-    row: sqlite3.Row | None = conn.execute(
-        f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.id = ?",  # noqa: S608 - constant column list
-        (memory_id,),
-    ).fetchone()
-    if row is None:
+def _load_memory(conn: sqlite3.Connection, memory_id: str) -> MemoryRecord:
+    head = queries.memory_head(conn, memory_id)
+    if head is None:
         raise DomainError("not_found", "no memory has this id")
-    return row
+    return head
 
 
-def delete_memory(conn: sqlite3.Connection, memory_id: str, *, now: str) -> sqlite3.Row:
+def delete_memory(conn: sqlite3.Connection, memory_id: str, *, now: str) -> MemoryRecord:
     """Administrative delete: not recallable; pending proposals that target it are superseded."""
     head = _load_memory(conn, memory_id)
-    if head["status"] != "active":
+    if head.status != "active":
         raise DomainError(
-            "invalid_transition", "only an active memory can be deleted", details={"status": head["status"]}
+            "invalid_transition", "only an active memory can be deleted", details={"status": head.status}
         )
     expire_due(conn, now)  # a proposal already past its expiry is expired, not superseded by this
-    conn.execute("UPDATE memories SET status = 'deleted' WHERE seq = ?", (head["seq"],))
+    conn.execute("UPDATE memories SET status = 'deleted' WHERE seq = ?", (head.seq,))
     conn.execute(
         "UPDATE memory_versions SET status = 'deleted' WHERE memory_id = ? AND version = ?",
-        (memory_id, head["version"]),
+        (memory_id, head.version),
     )
-    _delete_fts(conn, head["seq"])
+    _delete_fts(conn, head.seq)
     conn.execute(
         "UPDATE proposals SET status = 'superseded', reason = 'target_deleted',"
         " reason_detail = ?, decided_at = ?, updated_at = ? WHERE target_key = ? AND status = 'pending'",
@@ -484,19 +490,19 @@ def delete_memory(conn: sqlite3.Connection, memory_id: str, *, now: str) -> sqli
     return _load_memory(conn, memory_id)
 
 
-def restore_memory(conn: sqlite3.Connection, memory_id: str) -> sqlite3.Row:
+def restore_memory(conn: sqlite3.Connection, memory_id: str) -> MemoryRecord:
     head = _load_memory(conn, memory_id)
-    if head["status"] != "deleted":
+    if head.status != "deleted":
         raise DomainError(
-            "invalid_transition", "only a deleted memory can be restored", details={"status": head["status"]}
+            "invalid_transition", "only a deleted memory can be restored", details={"status": head.status}
         )
-    scope = Scope(head["scope_kind"], head["scope_id"])
-    if head["topic"] is not None and _active_topic_owner(conn, head["tenant_id"], scope, head["topic"]):
+    scope = Scope(head.scope_kind, head.scope_id)
+    if head.topic is not None and _active_topic_owner(conn, head.tenant_id, scope, head.topic):
         raise _topic_conflict()
-    conn.execute("UPDATE memories SET status = 'active' WHERE seq = ?", (head["seq"],))
+    conn.execute("UPDATE memories SET status = 'active' WHERE seq = ?", (head.seq,))
     conn.execute(
         "UPDATE memory_versions SET status = 'active' WHERE memory_id = ? AND version = ?",
-        (memory_id, head["version"]),
+        (memory_id, head.version),
     )
-    _insert_fts(conn, head["seq"], head["tenant_id"], scope, head["content"], head["topic"])
+    _insert_fts(conn, head.seq, head.tenant_id, scope, head.content, head.topic)
     return _load_memory(conn, memory_id)

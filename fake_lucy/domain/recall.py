@@ -12,7 +12,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from fake_lucy.domain.principals import Scope, scope_tag
-from fake_lucy.domain.records import MEMORY_COLUMNS, memory_dict
+from fake_lucy.domain.records import memory_row_dict
+from fake_lucy.store.records import MEMORY_COLUMNS
 
 __all__ = ["Ranked", "RecallCache", "answer_bytes", "query_terms", "recall"]
 
@@ -182,7 +183,7 @@ def _rank(
     # two stable sorts, so that no timestamp needs parsing.
     scored.sort(key=lambda item: item[1]["id"])
     scored.sort(key=lambda item: (item[0], item[1]["importance"], item[1]["updated_at"]), reverse=True)
-    return [(score, row["seq"], memory_dict(row)) for score, row in scored[:limit]]
+    return [(score, row["seq"], memory_row_dict(row)) for score, row in scored[:limit]]
 
 
 def recall(

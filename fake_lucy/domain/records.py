@@ -1,63 +1,83 @@
-"""Rows → the API's JSON objects (``schemas/memory.schema.json``, ``schemas/proposal.schema.json``)."""
+"""Records → the API's JSON objects (``schemas/memory.schema.json``, ``schemas/proposal.schema.json``)."""
 
 from __future__ import annotations
 
+import functools
 import sqlite3
+from collections.abc import Callable
 from typing import Any
 
-__all__ = ["LAST_ACCESSED_AT", "MEMORY_COLUMNS", "PROPOSAL_COLUMNS", "memory_dict", "proposal_dict"]
+from fake_lucy.store.records import JOURNAL_COLUMNS, JournalRow, LedgerRecord, MemoryRecord, ProposalRecord
 
-# ``memories m``'s access time, kept in its own narrow table (see ``store.tables.MemoryAccess``).
-LAST_ACCESSED_AT = "(SELECT a.last_accessed_at FROM memory_access a WHERE a.seq = m.seq) AS last_accessed_at"
-MEMORY_COLUMNS = (
-    "m.seq, m.id, m.tenant_id, m.scope_kind, m.scope_id, m.version, m.kind, m.topic, m.content,"
-    " m.importance, m.status, m.source, m.created_at, m.updated_at, m.approved_at,"
-    f" {LAST_ACCESSED_AT}"
-)
-PROPOSAL_COLUMNS = "p.*"
+__all__ = ["journal_dict", "ledger_dict", "memory_dict", "memory_row_dict", "proposal_dict"]
 
 
-def memory_dict(row: sqlite3.Row) -> dict[str, Any]:
+def _memory(get: Callable[[str], Any]) -> dict[str, Any]:
     return {
-        "id": row["id"],
-        "version": row["version"],
-        "kind": row["kind"],
-        "topic": row["topic"],
-        "content": row["content"],
-        "importance": row["importance"],
-        "scope": {"kind": row["scope_kind"], "id": row["scope_id"]},
-        "status": row["status"],
-        "source": row["source"],
-        "created_at": row["created_at"],
-        "updated_at": row["updated_at"],
-        "approved_at": row["approved_at"],
-        "last_accessed_at": row["last_accessed_at"],
+        "id": get("id"),
+        "version": get("version"),
+        "kind": get("kind"),
+        "topic": get("topic"),
+        "content": get("content"),
+        "importance": get("importance"),
+        "scope": {"kind": get("scope_kind"), "id": get("scope_id")},
+        "status": get("status"),
+        "source": get("source"),
+        "created_at": get("created_at"),
+        "updated_at": get("updated_at"),
+        "approved_at": get("approved_at"),
+        "last_accessed_at": get("last_accessed_at"),
     }
 
 
-def proposal_dict(row: sqlite3.Row) -> dict[str, Any]:
+def memory_dict(record: MemoryRecord) -> dict[str, Any]:
+    return _memory(functools.partial(getattr, record))
+
+
+def memory_row_dict(row: sqlite3.Row) -> dict[str, Any]:
+    """The same object from a raw row of ``store.records.MEMORY_COLUMNS``: recall's hot path,
+    where a record per ranked memory would cost a measurable share of the answer."""
+    return _memory(row.__getitem__)
+
+
+def proposal_dict(record: ProposalRecord) -> dict[str, Any]:
     replaces = None
-    if row["replaces_memory_id"] is not None:
-        replaces = {"memory_id": row["replaces_memory_id"], "version": row["replaces_version"]}
+    if record.replaces_memory_id is not None:
+        replaces = {"memory_id": record.replaces_memory_id, "version": record.replaces_version}
     memory = None
-    if row["memory_id"] is not None:
-        memory = {"id": row["memory_id"], "version": row["memory_version"]}
+    if record.memory_id is not None:
+        memory = {"id": record.memory_id, "version": record.memory_version}
     return {
-        "id": row["id"],
-        "status": row["status"],
-        "kind": row["kind"],
-        "topic": row["topic"],
-        "content": row["content"],
-        "importance": row["importance"],
-        "scope": {"kind": row["scope_kind"], "id": row["scope_id"]},
-        "justification": row["justification"],
+        "id": record.id,
+        "status": record.status,
+        "kind": record.kind,
+        "topic": record.topic,
+        "content": record.content,
+        "importance": record.importance,
+        "scope": {"kind": record.scope_kind, "id": record.scope_id},
+        "justification": record.justification,
         "replaces": replaces,
         "memory": memory,
-        "reason": row["reason"],
-        "reason_detail": row["reason_detail"],
-        "source": row["source"],
-        "created_at": row["created_at"],
-        "updated_at": row["updated_at"],
-        "expires_at": row["expires_at"],
-        "decided_at": row["decided_at"],
+        "reason": record.reason,
+        "reason_detail": record.reason_detail,
+        "source": record.source,
+        "created_at": record.created_at,
+        "updated_at": record.updated_at,
+        "expires_at": record.expires_at,
+        "decided_at": record.decided_at,
+    }
+
+
+def journal_dict(record: JournalRow) -> dict[str, Any]:
+    return {name: getattr(record, name) for name in JOURNAL_COLUMNS}
+
+
+def ledger_dict(record: LedgerRecord) -> dict[str, Any]:
+    return {
+        "request_id": record.request_id,
+        "account": record.account_id,
+        "operation": record.operation,
+        "amount": record.amount,
+        "balance_after": record.balance_after,
+        "at": record.at,
     }

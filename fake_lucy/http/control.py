@@ -9,25 +9,22 @@ import json
 import re
 import sqlite3
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from fastapi import APIRouter
 from starlette.requests import Request
 from starlette.responses import Response
 
-from fake_lucy.domain import billing, clock, faults, lifecycle
-from fake_lucy.domain.errors import DomainError
+from fake_lucy.domain import admin, billing, clock, faults, policy
+from fake_lucy.domain.errors import DomainError, invalid_field
 from fake_lucy.domain.ids import random_request_id
-from fake_lucy.domain.principals import (
-    bump_auth_epoch,
-    create_credential,
-    ensure_tenant,
-    revoke_credential,
-)
-from fake_lucy.domain.records import LAST_ACCESSED_AT, memory_dict, proposal_dict
+from fake_lucy.domain.policy import policy_dict
+from fake_lucy.domain.principals import revoke_credential
+from fake_lucy.domain.records import journal_dict, ledger_dict, memory_dict, proposal_dict
 from fake_lucy.http import inputs
-from fake_lucy.http.problems import JSON, ProblemError, json_bytes, problem_response
+from fake_lucy.http.problems import JSON, ProblemError, json_bytes, problem_response, schema_problem
 from fake_lucy.runtime import FakeLucy
+from fake_lucy.store.queries import Page
 from lucy_memory._contract import (
     InvalidJSONError,
     SchemaValidator,
@@ -42,6 +39,7 @@ __all__ = ["control_router"]
 PAGE_SIZE = 100
 MAX_PAGE = 1000
 _Handler = Callable[[sqlite3.Connection, dict[str, Any], "_Ctx"], tuple[int, Any]]
+T = TypeVar("T")
 _PROPOSAL_STATUSES = ("pending", "approved", "rejected", "expired", "superseded")
 _SCOPE_KINDS = ("user", "workspace", "project")
 
@@ -54,21 +52,17 @@ class _Ctx:
         self.path = request.path_params
         self.query = request.query_params
 
-    def now(self, conn: sqlite3.Connection) -> str:
-        return clock.format_us(clock.now_us(conn))
-
 
 def _parameter_pointer(name: str) -> str:
     # an RFC 6901 pointer into the object of query parameters (problem.schema.json)
     return "/" + name.replace("~", "~0").replace("/", "~1")
 
 
-def _bad_parameter(name: str, rule: str) -> ProblemError:
-    return ProblemError(
-        "invalid_request",
-        "a query parameter is invalid",
-        details={"errors": [{"pointer": _parameter_pointer(name), "detail": rule}]},
-    )
+_BAD_PARAMETER = "a query parameter is invalid"
+
+
+def _bad_parameter(name: str, rule: str) -> DomainError:
+    return invalid_field(_parameter_pointer(name), rule, _BAD_PARAMETER)
 
 
 def _query_choice(ctx: _Ctx, name: str, allowed: tuple[str, ...]) -> str | None:
@@ -127,38 +121,40 @@ def _seq_cursor(ctx: _Ctx) -> int:
     return int(value)
 
 
-def _page(rows: list[sqlite3.Row], size: int, convert: Callable[[sqlite3.Row], Any]) -> dict[str, Any]:
-    items = [convert(row) for row in rows[:size]]
-    next_cursor = _encode_cursor(rows[size - 1]["seq"]) if len(rows) > size else None
-    return {"items": items, "next_cursor": next_cursor}
+def _page(page: Page[T], convert: Callable[[T], dict[str, Any]]) -> dict[str, Any]:
+    next_cursor = None if page.last is None else _encode_cursor(page.last)
+    return {"items": [convert(item) for item in page.items], "next_cursor": next_cursor}
 
 
-# -- handlers: (conn, body, ctx) -> (status, payload) ---------------------------------------------
+def _memory_cursor(ctx: _Ctx) -> tuple[str, int] | None:
+    after = _cursor(ctx)
+    if after is None:
+        return None
+    if not (
+        isinstance(after, list) and len(after) == 2 and type(after[0]) is str and _is_row_number(after[1])
+    ):
+        raise _bad_parameter("cursor", "is not a cursor this server issued")
+    return after[0], after[1]
+
+
+# -- handlers: (conn, body, ctx) -> (status, payload): parse the arguments, one domain call, the answer
 
 
 def _reset(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
-    raise NotImplementedError  # handled outside the generic transaction, see ``reset`` below
+    raise NotImplementedError  # handled outside the generic transaction, see ``ControlApi.run``
 
 
 def _create_credential(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
-    account = body.get("account")
-    credits = None if body.get("credits") is None else int(body["credits"])  # 50.0 is 50
-    if account is not None and credits is not None:
-        row = conn.execute("SELECT tenant_id, balance FROM accounts WHERE id = ?", (account,)).fetchone()
-        if row is not None and row["tenant_id"] == body["tenant"] and int(row["balance"]) != credits:
-            # ``credits`` sets an existing account's balance: an admin_set ledger row, as PUT credits writes
-            billing.set_balance(
-                conn, account=account, new_balance=credits, request_id=ctx.request_id, at=ctx.now(conn)
-            )
-    created = create_credential(
+    created = admin.create_credential(
         conn,
         ctx.fake.ids,
+        request_id=ctx.request_id,
         tenant=body["tenant"],
         account=body.get("account"),
         user=body.get("user"),
         permissions=body["permissions"],
         scopes=body["scopes"],
-        credits=credits,
+        credits=None if body.get("credits") is None else int(body["credits"]),  # 50.0 is 50
     )
     return 201, created
 
@@ -171,136 +167,61 @@ def _revoke(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[
 def _set_balance(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
     account = ctx.path["account"]
     balance = int(body["balance"])  # the schema's integer takes 20.0; the answer and the ledger say 20
-    billing.set_balance(
-        conn, account=account, new_balance=balance, request_id=ctx.request_id, at=ctx.now(conn)
-    )
+    admin.set_balance(conn, account=account, balance=balance, request_id=ctx.request_id)
     return 200, {"account": account, "balance": balance}
 
 
 def _list_proposals(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
     _only_query(ctx, ("status", "tenant", "limit", "cursor"))
-    lifecycle.expire_due(conn, ctx.now(conn))
     status = _query_choice(ctx, "status", _PROPOSAL_STATUSES)
-    tenant = ctx.query.get("tenant")
-    size = _query_int(ctx, "limit", PAGE_SIZE, 1, MAX_PAGE)
-    sql = "SELECT * FROM proposals WHERE seq > ?"
-    params: list[Any] = [_seq_cursor(ctx)]
-    if status is not None:
-        sql += " AND status = ?"
-        params.append(status)
-    if tenant is not None:
-        sql += " AND tenant_id = ?"
-        params.append(tenant)
-    rows = conn.execute(sql + " ORDER BY seq LIMIT ?", [*params, size + 1]).fetchall()
-    return 200, _page(rows, size, proposal_dict)
+    limit = _query_int(ctx, "limit", PAGE_SIZE, 1, MAX_PAGE)
+    after = _seq_cursor(ctx)
+    page = admin.proposals(conn, status=status, tenant=ctx.query.get("tenant"), after=after, limit=limit)
+    return 200, _page(page, proposal_dict)
 
 
-def _decide(action: str) -> _Handler:
+def _decide(decision: admin.Decision) -> _Handler:
     def handler(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
-        now = ctx.now(conn)
-        lifecycle.expire_due(conn, now)
-        row = lifecycle.load_proposal(conn, ctx.path["proposal_id"])
-        if action == "approve":
-            row = lifecycle.approve(conn, ctx.fake.ids, row, now=now)
-        elif action == "reject":
-            row = lifecycle.reject(conn, row, now=now, reason_detail=body.get("reason_detail"))
-        else:
-            row = lifecycle.expire(conn, row, now=now)
-        return 200, {"proposal": proposal_dict(row)}
+        record = admin.decide(
+            conn, ctx.fake.ids, ctx.path["proposal_id"], decision, reason_detail=body.get("reason_detail")
+        )
+        return 200, {"proposal": proposal_dict(record)}
 
     return handler
 
 
 def _list_memories(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
     _only_query(ctx, ("tenant", "scope_kind", "scope_id", "include_history", "limit", "cursor"))
-    _query_choice(ctx, "scope_kind", _SCOPE_KINDS)
+    scope_kind = _query_choice(ctx, "scope_kind", _SCOPE_KINDS)
     history = _query_bool(ctx, "include_history", default=True)
-    size = _query_int(ctx, "limit", PAGE_SIZE, 1, MAX_PAGE)
-    after = _cursor(ctx)
-    sql = (
-        f"SELECT m.id, m.tenant_id, m.scope_kind, m.scope_id, m.created_at, {LAST_ACCESSED_AT},"  # noqa: S608 - constant
-        " v.version, v.kind, v.topic, v.content, v.importance, v.status, v.source, v.updated_at,"
-        " v.approved_at FROM memory_versions v JOIN memories m ON m.id = v.memory_id WHERE 1 = 1"
+    limit = _query_int(ctx, "limit", PAGE_SIZE, 1, MAX_PAGE)
+    page = admin.memories(
+        conn,
+        tenant=ctx.query.get("tenant"),
+        scope_kind=scope_kind,
+        scope_id=ctx.query.get("scope_id"),
+        history=history,
+        after=_memory_cursor(ctx),
+        limit=limit,
     )
-    params: list[Any] = []
-    if not history:
-        sql += " AND v.version = m.version"
-    for name, column in (
-        ("tenant", "m.tenant_id"),
-        ("scope_kind", "m.scope_kind"),
-        ("scope_id", "m.scope_id"),
-    ):
-        if ctx.query.get(name) is not None:
-            sql += f" AND {column} = ?"
-            params.append(ctx.query[name])
-    if after is not None:
-        if not (
-            isinstance(after, list) and len(after) == 2 and type(after[0]) is str and _is_row_number(after[1])
-        ):
-            raise _bad_parameter("cursor", "is not a cursor this server issued")
-        sql += " AND (v.memory_id, v.version) > (?, ?)"
-        params.extend(after)
-    rows = conn.execute(sql + " ORDER BY v.memory_id, v.version LIMIT ?", [*params, size + 1]).fetchall()
-    items = [memory_dict(row) for row in rows[:size]]
-    next_cursor = None
-    if len(rows) > size:
-        next_cursor = _encode_cursor([rows[size - 1]["id"], rows[size - 1]["version"]])
-    return 200, {"items": items, "next_cursor": next_cursor}
+    return 200, _page(page, memory_dict)
 
 
 def _delete_memory(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
-    row = lifecycle.delete_memory(conn, ctx.path["memory_id"], now=ctx.now(conn))
-    return 200, {"memory": memory_dict(row)}
+    return 200, {"memory": memory_dict(admin.delete_memory(conn, ctx.path["memory_id"]))}
 
 
 def _restore_memory(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
-    return 200, {"memory": memory_dict(lifecycle.restore_memory(conn, ctx.path["memory_id"]))}
-
-
-def _policy(conn: sqlite3.Connection, tenant: str) -> dict[str, Any]:
-    row = conn.execute(
-        "SELECT auto_approve, proposal_ttl_seconds, rate_limit_per_minute FROM tenants WHERE id = ?",
-        (tenant,),
-    ).fetchone()
-    if row is None:
-        raise DomainError("not_found", "no tenant has this id")
-    return {
-        "auto_approve": json.loads(row[0]),
-        "proposal_ttl_seconds": row[1],
-        "rate_limit_per_minute": row[2],
-    }
+    return 200, {"memory": memory_dict(admin.restore_memory(conn, ctx.path["memory_id"]))}
 
 
 def _get_policy(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
     _only_query(ctx, ())
-    return 200, _policy(conn, ctx.path["tenant"])
+    return 200, policy_dict(policy.get_policy(conn, ctx.path["tenant"]))
 
 
 def _put_policy(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
-    tenant = ctx.path["tenant"]
-    ensure_tenant(conn, tenant)
-    if "auto_approve" in body:
-        conn.execute(
-            "UPDATE tenants SET auto_approve = ? WHERE id = ?",
-            (json.dumps(body["auto_approve"]), tenant),
-        )
-    if "proposal_ttl_seconds" in body:
-        conn.execute(
-            "UPDATE tenants SET proposal_ttl_seconds = ? WHERE id = ?",
-            (body["proposal_ttl_seconds"], tenant),
-        )
-    if "rate_limit_per_minute" in body:
-        conn.execute(
-            "UPDATE tenants SET rate_limit_per_minute = ? WHERE id = ?",
-            (body["rate_limit_per_minute"], tenant),
-        )
-        conn.execute(
-            "DELETE FROM rate_buckets WHERE credential_id IN"
-            " (SELECT id FROM credentials WHERE tenant_id = ?)",
-            (tenant,),
-        )
-    bump_auth_epoch(conn)  # principals carry their tenant's policy
-    return 200, _policy(conn, tenant)
+    return 200, policy_dict(policy.update_policy(conn, ctx.path["tenant"], body))
 
 
 def _get_clock(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
@@ -322,22 +243,6 @@ def _set_billing(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> t
 
 
 def _create_fault(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
-    if body.get("phase") == "in_flight" and body["operation"] != "propose":
-        raise DomainError(
-            "invalid_request",
-            "the request does not match the schema",
-            details={"errors": [{"pointer": "/phase", "detail": "in_flight applies to propose only"}]},
-        )
-    credential = body.get("credential_id")
-    if (
-        credential is not None
-        and not conn.execute("SELECT 1 FROM credentials WHERE id = ?", (credential,)).fetchone()
-    ):
-        raise DomainError(
-            "invalid_request",
-            "the request does not match the schema",
-            details={"errors": [{"pointer": "/credential_id", "detail": "no credential has this id"}]},
-        )
     return 201, faults.create(conn, ctx.fake.ids, body)
 
 
@@ -351,31 +256,11 @@ def _clear_faults(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> 
     return 204, None
 
 
-def _journal_item(row: sqlite3.Row) -> dict[str, Any]:
-    return {
-        "request_id": row["request_id"],
-        "at": row["at"],
-        "operation": row["operation"],
-        "credential_id": row["credential_id"],
-        "idempotency_key": row["idempotency_key"],
-        "retry_attempt": row["retry_attempt"],
-        "body_sha256": row["body_sha256"],
-        "status": row["status"],
-        "charged": bool(row["charged"]),
-        "replayed": bool(row["replayed"]),
-        "dropped": bool(row["dropped"]),
-        "fault_id": row["fault_id"],
-    }
-
-
 def _only_query(ctx: _Ctx, allowed: tuple[str, ...]) -> None:
     for name in ctx.query:
         if name not in allowed:
             if len(_parameter_pointer(name)) > MAX_POINTER:
-                error = long_name_error("", "parameter")
-                raise ProblemError(
-                    "invalid_request", "a query parameter is invalid", details={"errors": [error.as_dict()]}
-                )
+                raise schema_problem([long_name_error("", "parameter")], _BAD_PARAMETER)
             raise _bad_parameter(name, "is not a parameter of this operation")
 
 
@@ -385,54 +270,22 @@ JOURNAL_LIMIT = 10_000
 def _list_requests(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
     _only_query(ctx, ("operation", "credential_id", "limit", "cursor"))
     operation = _query_choice(ctx, "operation", ("recall", "propose", "proposal_status"))
-    limit = _query_int(ctx, "limit", 0, 1, JOURNAL_LIMIT) if "limit" in ctx.query else None
-    where = "1 = 1"
-    params: list[Any] = []
-    if operation is not None:
-        where += " AND operation = ?"
-        params.append(operation)
-    if ctx.query.get("credential_id") is not None:
-        where += " AND credential_id = ?"
-        params.append(ctx.query["credential_id"])
-    if limit is not None:
-        # keep the newest ``limit`` matching rows: start at the seq of the limit-th newest one
-        oldest_kept = conn.execute(
-            f"SELECT seq FROM journal WHERE {where} ORDER BY seq DESC LIMIT 1 OFFSET ?",  # noqa: S608 - constant clauses
-            [*params, limit - 1],
-        ).fetchone()
-        if oldest_kept is not None:
-            where += " AND seq >= ?"
-            params.append(oldest_kept[0])
-    rows = conn.execute(
-        f"SELECT * FROM journal WHERE {where} AND seq > ? ORDER BY seq LIMIT ?",  # noqa: S608 - constant clauses
-        [*params, _seq_cursor(ctx), PAGE_SIZE + 1],
-    ).fetchall()
-    return 200, _page(rows, PAGE_SIZE, _journal_item)
+    newest = _query_int(ctx, "limit", 0, 1, JOURNAL_LIMIT) if "limit" in ctx.query else None
+    page = admin.journal(
+        conn,
+        operation=operation,
+        credential_id=ctx.query.get("credential_id"),
+        newest=newest,
+        after=_seq_cursor(ctx),
+        limit=PAGE_SIZE,
+    )
+    return 200, _page(page, journal_dict)
 
 
 def _list_ledger(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
     _only_query(ctx, ("account", "cursor"))
-    where = "seq > ?"
-    params: list[Any] = [_seq_cursor(ctx)]
-    if ctx.query.get("account") is not None:
-        where += " AND account_id = ?"
-        params.append(ctx.query["account"])
-    rows = conn.execute(
-        f"SELECT * FROM ledger WHERE {where} ORDER BY seq LIMIT ?",  # noqa: S608 - constant clauses
-        [*params, PAGE_SIZE + 1],
-    ).fetchall()
-
-    def item(row: sqlite3.Row) -> dict[str, Any]:
-        return {
-            "request_id": row["request_id"],
-            "account": row["account_id"],
-            "operation": row["operation"],
-            "amount": row["amount"],
-            "balance_after": row["balance_after"],
-            "at": row["at"],
-        }
-
-    return 200, _page(rows, PAGE_SIZE, item)
+    page = admin.ledger(conn, account=ctx.query.get("account"), after=_seq_cursor(ctx), limit=PAGE_SIZE)
+    return 200, _page(page, ledger_dict)
 
 
 # -- the generic control pipeline ----------------------------------------------------------------
@@ -471,11 +324,7 @@ class ControlApi:
                 raise ProblemError("invalid_json", str(exc)) from None
         errors = schema_validator(schema).errors(body)
         if errors:
-            raise ProblemError(
-                "invalid_request",
-                "the request does not match the schema",
-                details={"errors": [error.as_dict() for error in errors]},
-            )
+            raise schema_problem(errors)
         return body
 
     async def run(
@@ -491,11 +340,7 @@ class ControlApi:
             if path_schema is not None:
                 errors = path_schema.errors(dict(request.path_params))
                 if errors:
-                    raise ProblemError(
-                        "invalid_request",
-                        "a path parameter is invalid",
-                        details={"errors": [error.as_dict() for error in errors]},
-                    )
+                    raise schema_problem(errors, "a path parameter is invalid")
             body = await self._body(request, schema)
             ctx = _Ctx(self.fake, request, request_id)
             if handler is _reset:

@@ -38,6 +38,7 @@ from fake_lucy.http.problems import (
     json_bytes,
     problem_body,
     problem_response,
+    schema_problem,
 )
 from fake_lucy.runtime import FakeLucy
 from lucy_memory._contract import (
@@ -269,11 +270,7 @@ class V1Pipeline:
         if schema is not None:  # 9
             errors = schema_validator(schema).errors(body)
             if errors:
-                raise ProblemError(
-                    "invalid_request",
-                    "the request does not match the schema",
-                    details={"errors": [error.as_dict() for error in errors]},
-                )
+                raise schema_problem(errors)
         return body
 
     # -- steps 10 to 13, per operation ------------------------------------------------------------
@@ -350,28 +347,18 @@ class V1Pipeline:
         principal = call.principal
         errors = _proposal_id_errors(proposal_id)
         if errors:  # 9: the path parameter is the request of this operation
-            raise ProblemError(
-                "invalid_request",
-                "the request does not match the schema",
-                details={"errors": [error.as_dict() for error in errors]},
-            )
+            raise schema_problem(errors)
         with self.fake.db.write() as conn:
             tx = server_state.in_transaction(conn, principal.account_id)
             now = clock.format_us(tx.now_us)
             lifecycle.expire_due(conn, now)
-            row = conn.execute("SELECT * FROM proposals WHERE id = ?", (proposal_id,)).fetchone()
-            if (
-                row is None
-                or row["account_id"] != principal.account_id
-                or not principal.sees(Scope(row["scope_kind"], row["scope_id"]))
-            ):
-                raise ProblemError("not_found", "no proposal with this id is visible to the caller")
+            record = lifecycle.visible_proposal(conn, principal, proposal_id)
             billing.check_can_charge(billing_available=tx.billing_available, balance=tx.balance)
             remaining = self._charge(conn, call, now)
             self._before_commit(conn, call, tx, 200)
         call.journal.charged = True
         payload = {
-            "proposal": proposal_dict(row),
+            "proposal": proposal_dict(record),
             "request_id": call.request_id,
             "credits": {"charged": 1, "remaining": remaining},
         }
@@ -454,7 +441,7 @@ class V1Pipeline:
             plan = lifecycle.secret_plan(conn, principal, body)
         billing.check_can_charge(billing_available=tx.billing_available, balance=tx.balance)  # 12
         expires_at = clock.format_us(now_us + principal.proposal_ttl_seconds * 1_000_000)
-        row = lifecycle.create_proposal(  # 13
+        record = lifecycle.create_proposal(  # 13
             conn,
             self.fake.ids,
             principal,
@@ -470,7 +457,7 @@ class V1Pipeline:
         assert key is not None
         payload = json_bytes(
             {
-                "proposal": proposal_dict(row),
+                "proposal": proposal_dict(record),
                 "request_id": call.request_id,
                 "credits": {"charged": 1, "remaining": remaining},
                 "idempotency_key": key,

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import orjson
 from starlette.responses import Response
 
-from fake_lucy.domain.errors import DomainError
-from lucy_memory._contract import load_contract
+from fake_lucy.domain.errors import SCHEMA_MISMATCH, DomainError, invalid_request
+from lucy_memory._contract import SchemaError, load_contract
 
 __all__ = [
     "ERRORS",
@@ -21,6 +21,7 @@ __all__ = [
     "ProblemError",
     "json_bytes",
     "problem_response",
+    "schema_problem",
 ]
 
 JSON = "application/json"
@@ -49,6 +50,11 @@ class BytesResponse(Response):
 
 class ProblemError(DomainError):
     """A refusal raised by the HTTP layer itself (routing, headers, body)."""
+
+
+def schema_problem(errors: Iterable[SchemaError], detail: str = SCHEMA_MISMATCH) -> DomainError:
+    """A validator's errors as the 422 ``invalid_request`` (v1 and control alike)."""
+    return invalid_request((error.as_dict() for error in errors), detail)
 
 
 def json_bytes(value: Any) -> bytes:

@@ -1,0 +1,162 @@
+"""Typed records at the store boundary: a row becomes a frozen dataclass here, once.
+
+The domain passes these instead of ``sqlite3.Row`` so that ``mypy --strict`` sees every column.
+Only the recall hot path (``domain.recall``) keeps raw rows, where building objects per memory
+would cost a measurable share of a ranked answer (benchmarks/RESULTS.md).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass, fields
+from typing import Any
+
+__all__ = [
+    "JOURNAL_COLUMNS",
+    "LAST_ACCESSED_AT",
+    "MEMORY_COLUMNS",
+    "JournalRow",
+    "LedgerRecord",
+    "MemoryRecord",
+    "ProposalRecord",
+    "TenantPolicy",
+]
+
+# ``memories m``'s access time, kept in its own narrow table (see ``store.tables.MemoryAccess``).
+LAST_ACCESSED_AT = "(SELECT a.last_accessed_at FROM memory_access a WHERE a.seq = m.seq) AS last_accessed_at"
+# The columns of ``MemoryRecord`` read from a memory's head (``memories m``).
+MEMORY_COLUMNS = (
+    "m.seq, m.id, m.tenant_id, m.scope_kind, m.scope_id, m.version, m.kind, m.topic, m.content,"
+    " m.importance, m.status, m.source, m.created_at, m.updated_at, m.approved_at,"
+    f" {LAST_ACCESSED_AT}"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ProposalRecord:
+    """One row of ``proposals``."""
+
+    seq: int
+    id: str
+    tenant_id: str
+    account_id: str
+    credential_id: str
+    status: str
+    kind: str
+    topic: str | None
+    content: str
+    importance: int
+    scope_kind: str
+    scope_id: str
+    justification: str | None
+    replaces_memory_id: str | None
+    replaces_version: int | None
+    memory_id: str | None
+    memory_version: int | None
+    reason: str | None
+    reason_detail: str | None
+    source: str | None
+    created_at: str
+    updated_at: str
+    expires_at: str
+    decided_at: str | None
+    target_key: str | None
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> ProposalRecord:
+        return cls(**{name: row[name] for name in _PROPOSAL_FIELDS})
+
+
+_PROPOSAL_FIELDS = tuple(f.name for f in fields(ProposalRecord))
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryRecord:
+    """A memory version: the head's identity and scope with one version's fields.
+
+    ``seq`` is the head's full-text rowid.
+    """
+
+    seq: int
+    id: str
+    tenant_id: str
+    scope_kind: str
+    scope_id: str
+    version: int
+    kind: str
+    topic: str | None
+    content: str
+    importance: int
+    status: str
+    source: str | None
+    created_at: str
+    updated_at: str
+    approved_at: str
+    last_accessed_at: str | None
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> MemoryRecord:
+        return cls(**{name: row[name] for name in _MEMORY_FIELDS})
+
+
+_MEMORY_FIELDS = tuple(f.name for f in fields(MemoryRecord))
+
+
+@dataclass(slots=True)
+class JournalRow:
+    """One journal item (SPEC 3.5), declared here once: the v1 pipeline fills one in as a request
+    proceeds and ``domain.journal`` writes it; the control API lists rows read back with
+    ``from_row``. Its fields are the ``journal`` table's columns besides ``seq``."""
+
+    request_id: str
+    at: str
+    operation: str
+    credential_id: str
+    idempotency_key: str | None
+    retry_attempt: int
+    body_sha256: str
+    status: int | None = None
+    charged: bool = False
+    replayed: bool = False
+    dropped: bool = False
+    fault_id: str | None = None
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> JournalRow:
+        values: dict[str, Any] = {name: row[name] for name in JOURNAL_COLUMNS}
+        for flag in ("charged", "replayed", "dropped"):
+            values[flag] = bool(values[flag])
+        return cls(**values)
+
+
+JOURNAL_COLUMNS = tuple(f.name for f in fields(JournalRow))
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerRecord:
+    request_id: str
+    account_id: str
+    operation: str
+    amount: int
+    balance_after: int
+    at: str
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> LedgerRecord:
+        return cls(
+            request_id=row["request_id"],
+            account_id=row["account_id"],
+            operation=row["operation"],
+            amount=row["amount"],
+            balance_after=row["balance_after"],
+            at=row["at"],
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TenantPolicy:
+    """A tenant's policy (SPEC 3.2); ``auto_approve`` is "off", "all" or a list of kinds."""
+
+    auto_approve: Any
+    proposal_ttl_seconds: int
+    rate_limit_per_minute: int | None
