@@ -8,19 +8,16 @@ returns typed records (or raises a ``DomainError``).
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
 from typing import Literal
 
 from fake_lucy.domain import billing, clock, lifecycle
 from fake_lucy.domain.ids import IdFactory
-from fake_lucy.domain.principals import create_credential as _create_credential
 from fake_lucy.store import queries
 from fake_lucy.store.queries import Page
-from fake_lucy.store.records import JournalRow, LedgerRecord, MemoryRecord, ProposalRecord
+from fake_lucy.store.records import MemoryRecord, ProposalRecord
 
 __all__ = [
     "Decision",
-    "create_credential",
     "decide",
     "delete_memory",
     "journal",
@@ -32,36 +29,6 @@ __all__ = [
 ]
 
 Decision = Literal["approve", "reject", "expire"]
-
-
-def create_credential(
-    conn: sqlite3.Connection,
-    ids: IdFactory,
-    *,
-    request_id: str,
-    tenant: str,
-    account: str | None,
-    user: str | None,
-    permissions: Sequence[str],
-    scopes: Sequence[dict[str, str]],
-    credits: int | None,
-) -> dict[str, str]:
-    """A credential (tenant and account created on first use). ``credits`` on an existing account
-    of the tenant sets its balance, with the ``admin_set`` ledger row a balance change writes."""
-    if account is not None and credits is not None:
-        existing = queries.account_tenant_and_balance(conn, account)
-        if existing is not None and existing[0] == tenant and existing[1] != credits:
-            set_balance(conn, account=account, balance=credits, request_id=request_id)
-    return _create_credential(
-        conn,
-        ids,
-        tenant=tenant,
-        account=account,
-        user=user,
-        permissions=permissions,
-        scopes=scopes,
-        credits=credits,
-    )
 
 
 def set_balance(conn: sqlite3.Connection, *, account: str, balance: int, request_id: str) -> None:
@@ -95,25 +62,10 @@ def decide(
     return lifecycle.expire(conn, record, now=now)
 
 
-def memories(
-    conn: sqlite3.Connection,
-    *,
-    tenant: str | None,
-    scope_kind: str | None,
-    scope_id: str | None,
-    history: bool,
-    after: tuple[str, int] | None,
-    limit: int,
-) -> Page[MemoryRecord]:
-    return queries.memory_versions_page(
-        conn,
-        tenant=tenant,
-        scope_kind=scope_kind,
-        scope_id=scope_id,
-        history=history,
-        after=after,
-        limit=limit,
-    )
+# Listings the domain adds no rule to: the store's queries as they are.
+memories = queries.memory_versions_page
+journal = queries.journal_page
+ledger = queries.ledger_page
 
 
 def delete_memory(conn: sqlite3.Connection, memory_id: str) -> MemoryRecord:
@@ -122,21 +74,3 @@ def delete_memory(conn: sqlite3.Connection, memory_id: str) -> MemoryRecord:
 
 def restore_memory(conn: sqlite3.Connection, memory_id: str) -> MemoryRecord:
     return lifecycle.restore_memory(conn, memory_id)
-
-
-def journal(
-    conn: sqlite3.Connection,
-    *,
-    operation: str | None,
-    credential_id: str | None,
-    newest: int | None,
-    after: int,
-    limit: int,
-) -> Page[JournalRow]:
-    return queries.journal_page(
-        conn, operation=operation, credential_id=credential_id, newest=newest, after=after, limit=limit
-    )
-
-
-def ledger(conn: sqlite3.Connection, *, account: str | None, after: int, limit: int) -> Page[LedgerRecord]:
-    return queries.ledger_page(conn, account=account, after=after, limit=limit)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from fake_lucy.domain.errors import DomainError
 from fake_lucy.domain.principals import Principal, Scope
 
-__all__ = ["Replay", "discard", "lookup", "mark_in_flight", "store"]
+__all__ = ["Replay", "discard", "lookup", "record"]
 
 # An in-flight marker older than this belongs to a request that died; it no longer blocks the key.
 IN_FLIGHT_GRACE_SECONDS = 120
@@ -63,7 +63,7 @@ def lookup(
     )
 
 
-def mark_in_flight(
+def record(
     conn: sqlite3.Connection,
     principal: Principal,
     key: str,
@@ -73,47 +73,22 @@ def mark_in_flight(
     request_id: str,
     now: str,
     expires_at: str,
-    in_flight_until: str,
+    answer: tuple[int, bytes] | None = None,
+    in_flight_until: str | None = None,
 ) -> None:
+    """Keep a successful ``answer`` (status, body) for replays until ``expires_at``; without one,
+    hold the key while its request executes after a separate commit (409 to any other) until
+    ``in_flight_until``."""
+    status, body = answer if answer is not None else (None, None)
     conn.execute(
-        "INSERT OR REPLACE INTO idempotency_records (account_id, key, body_sha256, state,"
-        " original_request_id, scope_kind, scope_id, created_at, expires_at, in_flight_until)"
-        " VALUES (?, ?, ?, 'in_flight', ?, ?, ?, ?, ?, ?)",
+        "INSERT OR REPLACE INTO idempotency_records (account_id, key, body_sha256, state, status_code,"
+        " response_body, original_request_id, scope_kind, scope_id, created_at, expires_at,"
+        " in_flight_until) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             principal.account_id,
             key,
             body_sha256,
-            request_id,
-            scope.kind,
-            scope.id,
-            now,
-            expires_at,
-            in_flight_until,
-        ),
-    )
-
-
-def store(
-    conn: sqlite3.Connection,
-    principal: Principal,
-    key: str,
-    body_sha256: str,
-    scope: Scope,
-    *,
-    request_id: str,
-    status: int,
-    body: bytes,
-    now: str,
-    expires_at: str,
-) -> None:
-    conn.execute(
-        "INSERT OR REPLACE INTO idempotency_records (account_id, key, body_sha256, state,"
-        " status_code, response_body, original_request_id, scope_kind, scope_id, created_at,"
-        " expires_at) VALUES (?, ?, ?, 'done', ?, ?, ?, ?, ?, ?, ?)",
-        (
-            principal.account_id,
-            key,
-            body_sha256,
+            "in_flight" if answer is None else "done",
             status,
             body,
             request_id,
@@ -121,6 +96,7 @@ def store(
             scope.id,
             now,
             expires_at,
+            None if answer is not None else in_flight_until,
         ),
     )
 

@@ -28,6 +28,7 @@ __all__ = [
     "FINAL_STATES",
     "Placeholder",
     "ProposalPlan",
+    "VersionContent",
     "approve",
     "create_proposal",
     "delete_memory",
@@ -43,6 +44,24 @@ __all__ = [
 
 FINAL_STATES = frozenset({"approved", "rejected", "expired", "superseded"})
 _UNSET: Any = object()
+
+
+@dataclass(frozen=True, slots=True)
+class VersionContent:
+    """What one version of a memory says, in the column order of ``memories`` and ``memory_versions``."""
+
+    kind: str
+    topic: str | None
+    content: str
+    importance: int
+    source: str | None
+
+    @classmethod
+    def of(cls, record: ProposalRecord) -> VersionContent:
+        return cls(record.kind, record.topic, record.content, record.importance, record.source)
+
+    def values(self) -> tuple[str, str | None, str, int, str | None]:
+        return (self.kind, self.topic, self.content, self.importance, self.source)
 
 
 @dataclass(frozen=True, slots=True)
@@ -308,34 +327,15 @@ def _approve_replacement(
         "UPDATE memory_versions SET status = 'superseded' WHERE memory_id = ? AND version = ?",
         (memory_id, head.version),
     )
+    content = VersionContent.of(record)
     conn.execute(
         "UPDATE memories SET version = ?, kind = ?, topic = ?, content = ?, importance = ?,"
         " source = ?, updated_at = ?, approved_at = ? WHERE seq = ?",
-        (
-            version,
-            record.kind,
-            record.topic,
-            record.content,
-            record.importance,
-            record.source,
-            now,
-            now,
-            head.seq,
-        ),
+        (version, *content.values(), now, now, head.seq),
     )
     _delete_fts(conn, head.seq)
     _insert_fts(conn, head.seq, tenant, scope, record.content, record.topic)
-    _insert_version(
-        conn,
-        memory_id,
-        version,
-        record.kind,
-        record.topic,
-        record.content,
-        record.importance,
-        record.source,
-        now,
-    )
+    _insert_version(conn, memory_id, version, content, now)
     return memory_id, version
 
 
@@ -350,16 +350,7 @@ def _approve_new(
     ):
         raise _topic_conflict()
     memory_id = create_memory(
-        conn,
-        ids,
-        tenant=record.tenant_id,
-        scope=scope,
-        kind=record.kind,
-        topic=record.topic,
-        content=record.content,
-        importance=record.importance,
-        source=record.source,
-        now=now,
+        conn, ids, tenant=record.tenant_id, scope=scope, content=VersionContent.of(record), now=now
     )
     return memory_id, 1
 
@@ -382,81 +373,58 @@ def _supersede_competitors(
 
 
 def create_memory(
-    conn: sqlite3.Connection,
-    ids: IdFactory,
-    *,
-    tenant: str,
-    scope: Scope,
-    kind: str,
-    topic: str | None,
-    content: str,
-    importance: int,
-    source: str | None,
-    now: str,
+    conn: sqlite3.Connection, ids: IdFactory, *, tenant: str, scope: Scope, content: VersionContent, now: str
 ) -> str:
     """Insert version 1 of a new active memory (an approval, or a seed's pre-approved memory)."""
     memory_id = ids.new(conn, "mem")
     (seq,) = conn.execute(
         "INSERT INTO memories (id, tenant_id, scope_kind, scope_id, version, kind, topic,"
-        " content, importance, status, source, created_at, updated_at, approved_at)"
-        " VALUES (?, ?, ?, ?, 1, ?, ?, ?, ?, 'active', ?, ?, ?, ?) RETURNING seq",
-        (
-            memory_id,
-            tenant,
-            scope.kind,
-            scope.id,
-            kind,
-            topic,
-            content,
-            importance,
-            source,
-            now,
-            now,
-            now,
-        ),
+        " content, importance, source, status, created_at, updated_at, approved_at)"
+        " VALUES (?, ?, ?, ?, 1, ?, ?, ?, ?, ?, 'active', ?, ?, ?) RETURNING seq",
+        (memory_id, tenant, scope.kind, scope.id, *content.values(), now, now, now),
     ).fetchone()
-    _insert_fts(conn, seq, tenant, scope, content, topic)
-    _insert_version(conn, memory_id, 1, kind, topic, content, importance, source, now)
+    _insert_fts(conn, seq, tenant, scope, content.content, content.topic)
+    _insert_version(conn, memory_id, 1, content, now)
     return memory_id
 
 
 def _insert_version(
-    conn: sqlite3.Connection,
-    memory_id: str,
-    version: int,
-    kind: str,
-    topic: str | None,
-    content: str,
-    importance: int,
-    source: str | None,
-    now: str,
+    conn: sqlite3.Connection, memory_id: str, version: int, content: VersionContent, now: str
 ) -> None:
     conn.execute(
-        "INSERT INTO memory_versions (memory_id, version, kind, topic, content, importance, status,"
-        " source, updated_at, approved_at) VALUES (?, ?, ?, ?, ?, ?, 'active', ?, ?, ?)",
-        (memory_id, version, kind, topic, content, importance, source, now, now),
+        "INSERT INTO memory_versions (memory_id, version, kind, topic, content, importance, source,"
+        " status, updated_at, approved_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'active', ?, ?)",
+        (memory_id, version, *content.values(), now, now),
     )
 
 
 def reject(
     conn: sqlite3.Connection, record: ProposalRecord, *, now: str, reason_detail: str | None
 ) -> ProposalRecord:
-    _require_pending(record, "rejected")
-    conn.execute(
-        "UPDATE proposals SET status = 'rejected', reason = 'rejected_by_reviewer',"
-        " reason_detail = ?, decided_at = ?, updated_at = ? WHERE id = ?",
-        (reason_detail, now, now, record.id),
-    )
-    return load_proposal(conn, record.id)
+    return _decide(conn, record, "rejected", "rejected_by_reviewer", reason_detail, now=now)
 
 
 def expire(conn: sqlite3.Connection, record: ProposalRecord, *, now: str) -> ProposalRecord:
     """Expire now (an administrator's shortcut): ``expires_at = decided_at = now``."""
-    _require_pending(record, "expired")
+    return _decide(conn, record, "expired", "expired", None, now=now)
+
+
+def _decide(
+    conn: sqlite3.Connection,
+    record: ProposalRecord,
+    status: str,
+    reason: str,
+    reason_detail: str | None,
+    *,
+    now: str,
+) -> ProposalRecord:
+    """A pending proposal to a final state without a memory (an early expiry moves ``expires_at``)."""
+    _require_pending(record, status)
+    expires_at = now if status == "expired" else record.expires_at
     conn.execute(
-        "UPDATE proposals SET status = 'expired', reason = 'expired', expires_at = ?,"
+        "UPDATE proposals SET status = ?, reason = ?, reason_detail = ?, expires_at = ?,"
         " decided_at = ?, updated_at = ? WHERE id = ?",
-        (now, now, now, record.id),
+        (status, reason, reason_detail, expires_at, now, now, record.id),
     )
     return load_proposal(conn, record.id)
 

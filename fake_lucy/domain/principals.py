@@ -9,6 +9,7 @@ import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from fake_lucy.domain import billing, clock
 from fake_lucy.domain.errors import DomainError
 from fake_lucy.domain.ids import IdFactory
 
@@ -149,8 +150,12 @@ def ensure_tenant(conn: sqlite3.Connection, tenant: str) -> None:
     )
 
 
-def ensure_account(conn: sqlite3.Connection, tenant: str, account: str, credits: int | None) -> None:
-    row = conn.execute("SELECT tenant_id FROM accounts WHERE id = ?", (account,)).fetchone()
+def ensure_account(
+    conn: sqlite3.Connection, tenant: str, account: str, credits: int | None, *, request_id: str | None = None
+) -> None:
+    """Create the account on first use; ``credits`` sets its balance. Through the control API
+    (``request_id`` given) a changed balance writes the ``admin_set`` ledger row, as PUT credits does."""
+    row = conn.execute("SELECT tenant_id, balance FROM accounts WHERE id = ?", (account,)).fetchone()
     if row is None:
         conn.execute(
             "INSERT INTO accounts (id, tenant_id, balance) VALUES (?, ?, ?)",
@@ -162,7 +167,12 @@ def ensure_account(conn: sqlite3.Connection, tenant: str, account: str, credits:
             "account_conflict",
             "the account id already belongs to another tenant; account ids are global",
         )
-    if credits is not None:
+    if credits is not None and request_id is not None:
+        if int(row[1]) != credits:
+            billing.set_balance(
+                conn, account=account, new_balance=credits, request_id=request_id, at=clock.now(conn)
+            )
+    elif credits is not None:
         conn.execute("UPDATE accounts SET balance = ? WHERE id = ?", (credits, account))
 
 
@@ -179,6 +189,7 @@ def create_credential(
     token: str | None = None,
     credential_id: str | None = None,
     builtin: bool = False,
+    request_id: str | None = None,
 ) -> dict[str, str]:
     """Create tenant and account on first use, then the credential. Returns the token once."""
     credential_id = credential_id or ids.new(conn, "cred")
@@ -186,7 +197,7 @@ def create_credential(
     user = user or ("usr_" + credential_id.removeprefix("cred_")[:16])
     token = token or ("lucy_" + secrets.token_urlsafe(32))
     ensure_tenant(conn, tenant)
-    ensure_account(conn, tenant, account, credits)
+    ensure_account(conn, tenant, account, credits, request_id=request_id)
     unique_scopes = list({(s["kind"], s["id"]): s for s in scopes}.values())
     conn.execute(
         "INSERT INTO credentials (id, token_sha256, tenant_id, account_id, user_id, permissions,"

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from typing import Any
 
 from fake_lucy.domain import clock, server_state
 from fake_lucy.domain.errors import DomainError
 from fake_lucy.domain.ids import IdFactory
-from fake_lucy.domain.lifecycle import create_memory
+from fake_lucy.domain.lifecycle import VersionContent, create_memory
 from fake_lucy.domain.principals import Scope, bump_auth_epoch, create_credential, ensure_tenant
+from fake_lucy.store import queries
 from lucy_memory._contract import load_contract, schema_validator
 
 __all__ = [
@@ -89,21 +89,7 @@ def apply_seed(conn: sqlite3.Connection, ids: IdFactory, seed: dict[str, Any]) -
     for tenant in seed.get("tenants", []):
         ensure_tenant(conn, tenant["id"])
         policy = tenant.get("policy") or {}
-        if "auto_approve" in policy:
-            conn.execute(
-                "UPDATE tenants SET auto_approve = ? WHERE id = ?",
-                (json.dumps(policy["auto_approve"]), tenant["id"]),
-            )
-        if "proposal_ttl_seconds" in policy:
-            conn.execute(
-                "UPDATE tenants SET proposal_ttl_seconds = ? WHERE id = ?",
-                (policy["proposal_ttl_seconds"], tenant["id"]),
-            )
-        if "rate_limit_per_minute" in policy:
-            conn.execute(
-                "UPDATE tenants SET rate_limit_per_minute = ? WHERE id = ?",
-                (policy["rate_limit_per_minute"], tenant["id"]),
-            )
+        queries.update_tenant_policy(conn, tenant["id"], policy)
     for cred in seed.get("credentials", []):
         try:
             create_credential(
@@ -131,11 +117,13 @@ def apply_seed(conn: sqlite3.Connection, ids: IdFactory, seed: dict[str, Any]) -
                 ids,
                 tenant=memory["tenant"],
                 scope=Scope(memory["scope"]["kind"], memory["scope"]["id"]),
-                kind=memory["kind"],
-                topic=memory.get("topic"),
-                content=memory["content"],
-                importance=int(memory.get("importance", 5)),
-                source=memory.get("source"),
+                content=VersionContent(
+                    kind=memory["kind"],
+                    topic=memory.get("topic"),
+                    content=memory["content"],
+                    importance=int(memory.get("importance", 5)),
+                    source=memory.get("source"),
+                ),
                 now=now,
             )
         except sqlite3.IntegrityError:

@@ -19,7 +19,7 @@ from fake_lucy.domain import admin, billing, clock, faults, policy
 from fake_lucy.domain.errors import DomainError, invalid_field
 from fake_lucy.domain.ids import random_request_id
 from fake_lucy.domain.policy import policy_dict
-from fake_lucy.domain.principals import revoke_credential
+from fake_lucy.domain.principals import create_credential, revoke_credential
 from fake_lucy.domain.records import journal_dict, ledger_dict, memory_dict, proposal_dict
 from fake_lucy.http import inputs
 from fake_lucy.http.problems import JSON, ProblemError, json_bytes, problem_response, schema_problem
@@ -145,7 +145,7 @@ def _reset(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[i
 
 
 def _create_credential(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
-    created = admin.create_credential(
+    created = create_credential(
         conn,
         ctx.fake.ids,
         request_id=ctx.request_id,
@@ -271,13 +271,9 @@ def _list_requests(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) ->
     _only_query(ctx, ("operation", "credential_id", "limit", "cursor"))
     operation = _query_choice(ctx, "operation", ("recall", "propose", "proposal_status"))
     newest = _query_int(ctx, "limit", 0, 1, JOURNAL_LIMIT) if "limit" in ctx.query else None
+    credential, after = ctx.query.get("credential_id"), _seq_cursor(ctx)
     page = admin.journal(
-        conn,
-        operation=operation,
-        credential_id=ctx.query.get("credential_id"),
-        newest=newest,
-        after=_seq_cursor(ctx),
-        limit=PAGE_SIZE,
+        conn, operation=operation, credential_id=credential, newest=newest, after=after, limit=PAGE_SIZE
     )
     return 200, _page(page, journal_dict)
 

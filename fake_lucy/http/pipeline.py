@@ -398,7 +398,7 @@ class V1Pipeline:
             call.journal.fault_id = held.id
             call.headers["Fake-Lucy-Fault"] = held.id
             call.delay_ms = held.delay_ms or 0
-            idempotency.mark_in_flight(
+            idempotency.record(
                 conn,
                 principal,
                 key,
@@ -463,15 +463,14 @@ class V1Pipeline:
                 "idempotency_key": key,
             }
         )
-        idempotency.store(
+        idempotency.record(
             conn,
             principal,
             key,
             body_hash,
             plan.scope,
             request_id=call.request_id,
-            status=201,
-            body=payload,
+            answer=(201, payload),
             now=now,
             expires_at=clock.format_us(now_us + self.fake.settings.idempotency_ttl_seconds * 10**6),
         )

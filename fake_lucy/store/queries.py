@@ -55,6 +55,26 @@ def _page(rows: Sequence[sqlite3.Row], size: int, convert: Callable[[sqlite3.Row
     return Page(items, rows[size - 1][key] if len(rows) > size else None)
 
 
+def _where(after: tuple[str, Any] | None, **equal: Any) -> tuple[str, list[Any]]:
+    """``WHERE`` clauses: each column (``m__tenant_id`` for ``m.tenant_id``) equal to its value
+    where one is given, and the key column past ``after`` (a column and a value, or a
+    ``"(a, b)"`` row value and a pair)."""
+    clauses, params = ["1 = 1"], []
+    for name, value in equal.items():
+        if value is not None:
+            clauses.append(name.replace("__", ".") + " = ?")
+            params.append(value)
+    if after is not None:
+        column, value = after
+        if isinstance(value, tuple):
+            clauses.append(f"{column} > ({', '.join('?' for _ in value)})")
+            params.extend(value)
+        else:
+            clauses.append(f"{column} > ?")
+            params.append(value)
+    return " AND ".join(clauses), params
+
+
 def proposal(conn: sqlite3.Connection, proposal_id: str) -> ProposalRecord | None:
     row = conn.execute("SELECT * FROM proposals WHERE id = ?", (proposal_id,)).fetchone()
     return None if row is None else ProposalRecord.from_row(row)
@@ -63,15 +83,9 @@ def proposal(conn: sqlite3.Connection, proposal_id: str) -> ProposalRecord | Non
 def proposals_page(
     conn: sqlite3.Connection, *, after: int, status: str | None, tenant: str | None, limit: int
 ) -> Page[ProposalRecord]:
-    sql = "SELECT * FROM proposals WHERE seq > ?"
-    params: list[Any] = [after]
-    if status is not None:
-        sql += " AND status = ?"
-        params.append(status)
-    if tenant is not None:
-        sql += " AND tenant_id = ?"
-        params.append(tenant)
-    rows = conn.execute(sql + " ORDER BY seq LIMIT ?", [*params, limit + 1]).fetchall()
+    where, params = _where(("seq", after), status=status, tenant_id=tenant)
+    sql = f"SELECT * FROM proposals WHERE {where} ORDER BY seq LIMIT ?"  # noqa: S608 - constant clauses
+    rows = conn.execute(sql, [*params, limit + 1]).fetchall()
     return _page(rows, limit, ProposalRecord.from_row, "seq")
 
 
@@ -118,21 +132,19 @@ def memory_versions_page(
     limit: int,
 ) -> Page[MemoryRecord]:
     """Memory versions ordered by (id, version); only each head's current one without ``history``."""
-    sql = (
-        f"SELECT {_VERSION_COLUMNS} FROM memory_versions v"  # noqa: S608 - constant column list
-        " JOIN memories m ON m.id = v.memory_id WHERE 1 = 1"
+    where, params = _where(
+        None if after is None else ("(v.memory_id, v.version)", after),
+        m__tenant_id=tenant,
+        m__scope_kind=scope_kind,
+        m__scope_id=scope_id,
     )
-    params: list[Any] = []
     if not history:
-        sql += " AND v.version = m.version"
-    for column, value in (("m.tenant_id", tenant), ("m.scope_kind", scope_kind), ("m.scope_id", scope_id)):
-        if value is not None:
-            sql += f" AND {column} = ?"
-            params.append(value)
-    if after is not None:
-        sql += " AND (v.memory_id, v.version) > (?, ?)"
-        params.extend(after)
-    rows = conn.execute(sql + " ORDER BY v.memory_id, v.version LIMIT ?", [*params, limit + 1]).fetchall()
+        where += " AND v.version = m.version"
+    sql = (
+        f"SELECT {_VERSION_COLUMNS} FROM memory_versions v JOIN memories m ON m.id = v.memory_id"  # noqa: S608 - constant clauses
+        f" WHERE {where} ORDER BY v.memory_id, v.version LIMIT ?"
+    )
+    rows = conn.execute(sql, [*params, limit + 1]).fetchall()
     items = [MemoryRecord.from_row(row) for row in rows[:limit]]
     last = (rows[limit - 1]["id"], rows[limit - 1]["version"]) if len(rows) > limit else None
     return Page(items, last)
@@ -148,14 +160,7 @@ def journal_page(
     limit: int,
 ) -> Page[JournalRow]:
     """Journal rows oldest first; with ``newest`` only the newest that many matching rows."""
-    where = "1 = 1"
-    params: list[Any] = []
-    if operation is not None:
-        where += " AND operation = ?"
-        params.append(operation)
-    if credential_id is not None:
-        where += " AND credential_id = ?"
-        params.append(credential_id)
+    where, params = _where(None, operation=operation, credential_id=credential_id)
     if newest is not None:
         # keep the newest matching rows: start at the seq of the newest-th newest one
         oldest_kept = conn.execute(
@@ -175,11 +180,7 @@ def journal_page(
 def ledger_page(
     conn: sqlite3.Connection, *, account: str | None, after: int, limit: int
 ) -> Page[LedgerRecord]:
-    where = "seq > ?"
-    params: list[Any] = [after]
-    if account is not None:
-        where += " AND account_id = ?"
-        params.append(account)
+    where, params = _where(("seq", after), account_id=account)
     rows = conn.execute(
         f"SELECT * FROM ledger WHERE {where} ORDER BY seq LIMIT ?",  # noqa: S608 - constant clauses
         [*params, limit + 1],

@@ -8,8 +8,13 @@ Timestamps of domain objects are stored as the same fixed-width UTC text the API
 
 from __future__ import annotations
 
-from sqlalchemy import Column, Index, LargeBinary, text
-from sqlmodel import Field, SQLModel
+from dataclasses import fields
+from typing import Any
+
+from sqlalchemy import Boolean, Column, Index, Integer, LargeBinary, Table, text
+from sqlmodel import AutoString, Field, SQLModel
+
+from fake_lucy.store.records import JournalRow, LedgerRecord
 
 __all__ = ["ADDED_COLUMNS", "FTS_DDL", "metadata"]
 
@@ -42,7 +47,21 @@ class Credential(SQLModel, table=True):
     revoked: bool = False
 
 
-class Memory(SQLModel, table=True):
+class VersionColumns(SQLModel):
+    """What one version of a memory says: the head (``memories``, the current version) and
+    every version (``memory_versions``) both hold these."""
+
+    kind: str
+    topic: str | None = None
+    content: str
+    importance: int
+    status: str
+    source: str | None = None
+    updated_at: str
+    approved_at: str
+
+
+class Memory(VersionColumns, table=True):
     """The head of a memory: its current version's fields. ``seq`` is the full-text rowid."""
 
     __tablename__ = "memories"
@@ -63,15 +82,7 @@ class Memory(SQLModel, table=True):
     scope_kind: str
     scope_id: str
     version: int
-    kind: str
-    topic: str | None = None
-    content: str
-    importance: int
-    status: str
-    source: str | None = None
     created_at: str
-    updated_at: str
-    approved_at: str
 
 
 class MemoryAccess(SQLModel, table=True):
@@ -87,18 +98,10 @@ class MemoryAccess(SQLModel, table=True):
     last_accessed_at: str
 
 
-class MemoryVersion(SQLModel, table=True):
+class MemoryVersion(VersionColumns, table=True):
     __tablename__ = "memory_versions"
     memory_id: str = Field(primary_key=True)
     version: int = Field(primary_key=True)
-    kind: str
-    topic: str | None = None
-    content: str
-    importance: int
-    status: str
-    source: str | None = None
-    updated_at: str
-    approved_at: str
 
 
 class Proposal(SQLModel, table=True):
@@ -150,34 +153,6 @@ class IdempotencyRecord(SQLModel, table=True):
     in_flight_until: str | None = None
 
 
-class LedgerEntry(SQLModel, table=True):
-    __tablename__ = "ledger"
-    seq: int | None = Field(default=None, primary_key=True)
-    account_id: str = Field(index=True)
-    request_id: str
-    operation: str
-    amount: int
-    balance_after: int
-    at: str
-
-
-class JournalEntry(SQLModel, table=True):
-    __tablename__ = "journal"
-    seq: int | None = Field(default=None, primary_key=True)
-    request_id: str
-    at: str
-    operation: str
-    credential_id: str
-    idempotency_key: str | None = None
-    retry_attempt: int = 0
-    body_sha256: str
-    status: int | None = None
-    charged: bool = False
-    replayed: bool = False
-    dropped: bool = False
-    fault_id: str | None = None
-
-
 class Fault(SQLModel, table=True):
     __tablename__ = "faults"
     seq: int | None = Field(default=None, primary_key=True)
@@ -221,6 +196,31 @@ class ServerState(SQLModel, table=True):
 
 
 metadata = SQLModel.metadata
+
+
+def _column(name: str, annotation: str) -> Column[Any]:
+    kind, _, optional = annotation.partition(" | ")
+    return Column(name, _SQL_TYPES[kind], nullable=optional == "None")
+
+
+_SQL_TYPES: dict[str, Any] = {"str": AutoString, "int": Integer, "bool": Boolean}
+
+
+def _log_table(name: str, record: type[Any], *indexed: str) -> Table:
+    """An append-only table whose columns are a record's fields, declared there once, after a
+    ``seq`` key that orders it."""
+    columns = [_column(field.name, str(field.type)) for field in fields(record)]
+    return Table(
+        name,
+        metadata,
+        Column("seq", Integer, primary_key=True),
+        *columns,
+        *(Index(f"ix_{name}_{column}", column) for column in indexed),
+    )
+
+
+journal = _log_table("journal", JournalRow)
+ledger = _log_table("ledger", LedgerRecord, "account_id")
 
 # The full-text index of active memories: rowid = memories.seq. ``scope_tag`` holds one opaque
 # token per (tenant, scope) so that the index itself narrows a recall to the visible scopes.

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from fake_lucy.domain import clock, server_state
-from fake_lucy.domain.lifecycle import create_memory
+from fake_lucy.domain.lifecycle import VersionContent, create_memory
 from fake_lucy.domain.principals import Scope
 from fake_lucy.domain.recall import RecallCache, answer_bytes, query_terms
 from fake_lucy.domain.recall import recall as domain_recall
@@ -284,11 +284,7 @@ def test_an_answer_shares_nothing_with_the_cache(fake) -> None:
             fake.fake.ids,
             tenant="tenant_dev",
             scope=Scope("project", "project_example"),
-            kind="fact",
-            topic=None,
-            content=f"The {QUERY} audit runs weekly.",
-            importance=5,
-            source=None,
+            content=VersionContent("fact", None, f"The {QUERY} audit runs weekly.", 5, None),
             now=clock.format_us(clock.now_us(conn)),
         )
     first = answer()
