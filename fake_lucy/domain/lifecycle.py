@@ -22,6 +22,7 @@ from fake_lucy.domain.errors import DomainError
 from fake_lucy.domain.ids import IdFactory
 from fake_lucy.domain.principals import Principal, Scope, scope_tag
 from fake_lucy.domain.records import MEMORY_COLUMNS
+from lucy_memory._contract import FINAL_PROPOSAL_STATES as FINAL_STATES
 
 __all__ = [
     "FINAL_STATES",
@@ -39,7 +40,6 @@ __all__ = [
     "secret_plan",
 ]
 
-FINAL_STATES = frozenset({"approved", "rejected", "expired", "superseded"})
 _UNSET: Any = object()
 
 

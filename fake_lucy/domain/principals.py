@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from fake_lucy.domain.errors import DomainError
 from fake_lucy.domain.ids import IdFactory
+from lucy_memory._contract import PERMISSIONS
 
 __all__ = [
     "PERMISSIONS",
@@ -25,7 +26,6 @@ __all__ = [
     "scope_tag",
 ]
 
-PERMISSIONS = ("memory:read", "memory:propose")
 DEFAULT_PROPOSAL_TTL_SECONDS = 7 * 24 * 3600
 
 

@@ -7,6 +7,8 @@ from typing import Any
 
 import httpx
 
+from lucy_memory._contract import PERMISSIONS
+
 __all__ = ["AdminError", "FakeAdmin"]
 
 
@@ -64,7 +66,7 @@ class FakeAdmin:
         *,
         account: str | None = None,
         user: str | None = None,
-        permissions: tuple[str, ...] = ("memory:read", "memory:propose"),
+        permissions: tuple[str, ...] = PERMISSIONS,
         scopes: list[dict[str, str]] | None = None,
         credits: int | None = None,
     ) -> dict[str, Any]:

@@ -11,13 +11,13 @@ import sys
 
 import anyio
 
+from lucy_memory._contract import redact
 from lucy_memory.mcp.config import McpConfigError, load_settings, resolve_config
 from lucy_memory.mcp.server import SERVER_NAME, serve_stdio
 
 __all__ = ["main"]
 
 log = logging.getLogger("lucy_memory.mcp")
-_REDACT_MIN_LENGTH = 8
 
 
 def main() -> int:
@@ -28,9 +28,8 @@ def main() -> int:
         config = resolve_config(settings)
     except McpConfigError as exc:
         line = str(exc)
-        token = settings.token.get_secret_value() if settings is not None and settings.token else ""
-        if len(token) >= _REDACT_MIN_LENGTH:  # defence in depth: no message is built from the token
-            line = line.replace(token, "[redacted]")
+        if settings is not None and settings.token:  # defence in depth: no message is built from the token
+            line = redact(line, settings.token.get_secret_value())
         sys.stderr.write(f"{SERVER_NAME}: invalid configuration: {line}\n")
         sys.stderr.flush()
         return 2

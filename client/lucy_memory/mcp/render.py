@@ -10,6 +10,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable, Iterable
 
+from lucy_memory._contract import IDEMPOTENCY_KEY_RULE
 from lucy_memory.errors import (
     ConnectionFailedError,
     InvalidRequestError,
@@ -124,8 +125,8 @@ _NEXT: dict[str, str] = {
     "invalid_json": "Nothing was executed or charged. Send the arguments as one JSON object.",
     "invalid_header": "Nothing was executed or charged. This is a server configuration problem; retrying "
     "will not help.",
-    "idempotency_key_required": "Nothing was executed or charged. Give an idempotency_key of 1 to 255 "
-    "printable ASCII characters without spaces, or omit it to have one derived.",
+    "idempotency_key_required": "Nothing was executed or charged. Give an idempotency_key of "
+    f"{IDEMPOTENCY_KEY_RULE}, or omit it to have one derived.",
     "invalid_request": "Nothing was executed or charged. Fix the arguments listed and call again.",
     "unauthenticated": "Nothing was executed or charged. The configured token was refused; retrying will "
     "not help until LUCY_MEMORY_TOKEN is fixed in the host configuration.",

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from collections.abc import Awaitable, Callable, Iterable
 from importlib.metadata import version
 from typing import Any
@@ -23,7 +22,7 @@ from mcp.server import Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
 from mcp_types import CLIENT_INFO_META_KEY
 
-from lucy_memory._contract import canonical_sha256
+from lucy_memory._contract import canonical_sha256, clean_client_name
 from lucy_memory.client import AgentMemoryClient
 from lucy_memory.errors import LucyMemoryError
 from lucy_memory.mcp.config import ServerConfig
@@ -37,8 +36,6 @@ log = logging.getLogger("lucy_memory.mcp")
 
 SERVER_NAME = "lucy-memory-mcp"
 DEFAULT_SOURCE = SERVER_NAME
-_CLIENT_NAME_MAX_CHARS = 100
-_CONTROL = re.compile(r"[\x00-\x1F\x7F-\x9F\uD800-\uDFFF]")  # C0, DEL, C1 and lone surrogates
 _MAX_CLIENTS = 32
 _OPERATION = {RECALL: "recall", PROPOSE: "propose", PROPOSAL_STATUS: "proposal_status"}
 _INSTRUCTIONS = (
@@ -50,25 +47,18 @@ _INSTRUCTIONS = (
 Sleep = Callable[[float], Awaitable[None]]
 
 
-def _clean_name(value: object) -> str | None:
-    if not isinstance(value, str):
-        return None
-    name = _CONTROL.sub("", value).strip()[:_CLIENT_NAME_MAX_CHARS].strip()
-    return name or None
-
-
 def client_name(ctx: ServerRequestContext[Any, Any]) -> str:
     """The request's client name (2026-07-28 ``_meta``), else the ``initialize`` one, else ours."""
     meta = ctx.meta
     if meta is not None:
         info = meta.get(CLIENT_INFO_META_KEY)
         if isinstance(info, dict):
-            name = _clean_name(info.get("name"))
+            name = clean_client_name(info.get("name"))
             if name is not None:
                 return name
     params = ctx.session.client_params
     if params is not None:
-        name = _clean_name(params.client_info.name)
+        name = clean_client_name(params.client_info.name)
         if name is not None:
             return name
     return DEFAULT_SOURCE
