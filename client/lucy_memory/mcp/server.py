@@ -26,7 +26,7 @@ from lucy_memory._contract import canonical_sha256, clean_client_name
 from lucy_memory.client import AgentMemoryClient
 from lucy_memory.errors import LucyMemoryError
 from lucy_memory.mcp.config import ServerConfig
-from lucy_memory.mcp.render import render_error, render_propose, render_recall, render_status
+from lucy_memory.mcp.render import render_error, render_propose, render_recall, render_status, status_phrase
 from lucy_memory.mcp.tools import PROPOSAL_STATUS, PROPOSE, RECALL, TOOL_NAMES, tools
 from lucy_memory.transport import Transport
 
@@ -138,7 +138,7 @@ class LucyMemoryTools:
         try:
             result = await self._call(client, params.name, arguments)
         except LucyMemoryError as exc:
-            log.info("%s failed: %s (HTTP %s)", params.name, exc.code, exc.status)
+            log.info("%s failed: %s (%s)", params.name, exc.code, status_phrase(exc))
             return _error(render_error(exc, operation=operation))
         except Exception:  # a handler must never raise (it would become a JSON-RPC error); log and say so
             log.exception("%s failed unexpectedly", params.name)
