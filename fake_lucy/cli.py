@@ -20,6 +20,7 @@ from fake_lucy.app import create_app
 from fake_lucy.domain.seed import DEFAULT_ADMIN_TOKEN, DEV_TOKEN
 from fake_lucy.runtime import FakeLucy
 from fake_lucy.settings import FakeLucySettings, load_settings
+from lucy_memory._contract import PERMISSIONS
 
 __all__ = ["main"]
 
@@ -41,7 +42,7 @@ def mcp_host_configuration(base_url: str) -> dict[str, object]:
                 "env": {
                     "LUCY_MEMORY_BASE_URL": base_url,
                     "LUCY_MEMORY_ALLOW_INSECURE_LOOPBACK": "1",
-                    "LUCY_MEMORY_PERMISSIONS": "memory:read,memory:propose",
+                    "LUCY_MEMORY_PERMISSIONS": ",".join(PERMISSIONS),
                     "LUCY_MEMORY_TOKEN": DEV_TOKEN,
                 },
             }

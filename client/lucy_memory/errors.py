@@ -39,15 +39,19 @@ LucyMemoryError                      code, status, request_id, retryable, operat
 ``status`` is the HTTP status, or ``None`` when the SDK refused the request before sending it (then
 ``attempts`` is 0 and nothing was charged). Propose errors carry ``idempotency_key`` and ``attempts``;
 repeating ``propose(same_json, idempotency_key=err.idempotency_key)`` is the safe recovery. Recall and
-proposal-status errors say that repeating may charge again. No message contains the bearer token or an
-input value.
+proposal-status errors say that repeating may charge again. ``str(error)`` is the code followed by whole
+sentences. No message contains the bearer token or an input value.
+
+A problem response becomes an error in ``APIError.from_problem``: the class of its code, which reads
+the ``details`` it carries itself (``fields_from_details``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from lucy_memory._contract import SchemaError
+from lucy_memory._contract import SchemaError, load_contract
 
 __all__ = [
     "APIError",
@@ -85,21 +89,15 @@ __all__ = [
     "api_error_class",
 ]
 
-# Operations whose repetition may charge a second credit (never retried automatically).
-_CHARGING_WITHOUT_IDEMPOTENCY = frozenset({"recall", "proposal_status"})
+# Operations whose repetition may charge a second credit (never retried automatically), as the
+# subject of a sentence.
+_CHARGING_WITHOUT_IDEMPOTENCY = {"recall": "A recall", "proposal_status": "A proposal status request"}
 
 
-def _outcome_sentence(
-    operation: str | None, status: int | None, idempotency_key: str | None, attempts: int
-) -> str:
-    if status is None and attempts == 0:
-        return "Nothing was sent and nothing was charged."
-    if operation in _CHARGING_WITHOUT_IDEMPOTENCY:
-        return f"{operation} is never retried automatically; repeating it may charge again."
-    if operation == "propose" and idempotency_key is not None:
-        tries = "attempt" if attempts == 1 else "attempts"
-        return f"propose failed after {attempts} {tries} with idempotency_key {idempotency_key}."
-    return ""
+def _sentence(text: str) -> str:
+    """``text`` ended as a sentence: a server's detail often has no full stop of its own."""
+    text = text.strip()
+    return text if not text or text.endswith((".", "!", "?")) else text + "."
 
 
 class LucyMemoryError(Exception):
@@ -129,8 +127,21 @@ class LucyMemoryError(Exception):
         self.attempts = attempts
         self.retry_after = retry_after
         self.detail = message
-        sentence = _outcome_sentence(operation, status, idempotency_key, attempts)
-        super().__init__(f"{self.code}: {message}" + (f" {sentence}" if sentence else ""))
+        outcome = self._outcome()
+        super().__init__(f"{self.code}: {_sentence(message)}" + (f" {outcome}" if outcome else ""))
+
+    def _outcome(self) -> str:
+        """The sentence after the message that says what happened and what is safe to do."""
+        if self.status is None and self.attempts == 0:
+            return "Nothing was sent and nothing was charged."
+        subject = _CHARGING_WITHOUT_IDEMPOTENCY.get(self.operation or "")
+        if subject is not None:
+            return f"{subject} is never retried automatically; repeating it may charge again."
+        if self.operation == "propose" and self.idempotency_key is not None:
+            tries = "attempt" if self.attempts == 1 else "attempts"
+            key = self.idempotency_key
+            return f"The propose failed after {self.attempts} {tries} with idempotency_key {key}."
+        return ""
 
     def __repr__(self) -> str:
         return (
@@ -209,18 +220,25 @@ class ConnectionFailedError(LucyMemoryError):
         cls, *, operation: str, idempotency_key: str | None, attempts: int, cause: str
     ) -> ConnectionFailedError:
         return cls(
-            f"could not connect to the service ({cause}); nothing was sent and nothing was charged.",
+            f"could not connect to the service ({cause}); nothing was sent and nothing was charged, so"
+            " calling again is safe.",
             operation=operation,
             idempotency_key=idempotency_key,
             attempts=attempts,
             retryable=True,
         )
 
+    def _outcome(self) -> str:
+        return ""  # the message says it: nothing was sent, so no charge and no retry rule to explain
+
 
 class ClientClosedError(LucyMemoryError):
     """The client (or its transport) was closed: nothing was sent and nothing was charged."""
 
     code = "client_closed"
+
+    def _outcome(self) -> str:
+        return ""  # the message says nothing was sent
 
 
 class InvalidResponseError(LucyMemoryError):
@@ -231,6 +249,52 @@ class InvalidResponseError(LucyMemoryError):
 
 class APIError(LucyMemoryError):
     """A contract error code: a problem response from the server, or the same refusal made pre-flight."""
+
+    @classmethod
+    def from_problem(
+        cls,
+        problem: Mapping[str, Any],
+        *,
+        status: int,
+        request_id: str | None,
+        redact: Callable[[str], str],
+        **context: Any,
+    ) -> APIError:
+        """The error for an RFC 9457 ``problem`` answered with ``status``: the class of its ``code``
+        (of the status, for a body without one, e.g. from a proxy), with its detail, ``retryable``
+        (the contract's, when the body does not say) and request id (``request_id``, the header,
+        when the body has none), and what that class reads from ``details``. ``redact`` scrubs text
+        the server sent; ``context`` is the call's (operation, idempotency_key, attempts,
+        retry_after)."""
+        code = problem.get("code")
+        if not isinstance(code, str) or not code:
+            code = code_for_status(status)
+        detail = problem.get("detail")
+        message = (
+            redact(detail)
+            if isinstance(detail, str) and detail
+            else f"the service answered HTTP {status} without a problem detail"
+        )
+        retryable = problem.get("retryable")
+        if not isinstance(retryable, bool):
+            retryable = _contract_retryable(code)
+        body_request_id = problem.get("request_id")
+        details = problem.get("details")
+        target = api_error_class(code)
+        return target(
+            message,
+            code=code,
+            status=status,
+            request_id=body_request_id if isinstance(body_request_id, str) else request_id,
+            retryable=retryable,
+            **target.fields_from_details(details if isinstance(details, Mapping) else {}, redact),
+            **context,
+        )
+
+    @classmethod
+    def fields_from_details(cls, details: Mapping[str, Any], redact: Callable[[str], str]) -> dict[str, Any]:
+        """The constructor arguments this class reads from a problem's ``details`` (none here)."""
+        return {}
 
 
 class InvalidJSONError(APIError):
@@ -297,6 +361,14 @@ class VersionConflictError(APIError):
         self.current_version = current_version
         super().__init__(message, **kwargs)
 
+    @classmethod
+    def fields_from_details(cls, details: Mapping[str, Any], redact: Callable[[str], str]) -> dict[str, Any]:
+        return {
+            "memory_id": details.get("memory_id"),
+            "expected_version": details.get("expected_version"),
+            "current_version": details.get("current_version"),
+        }
+
 
 class TopicConflictError(APIError):
     code = "topic_conflict"
@@ -322,6 +394,17 @@ class InvalidRequestError(APIError):
     def __init__(self, message: str, *, errors: tuple[SchemaError, ...] = (), **kwargs: Any) -> None:
         self.errors = errors
         super().__init__(message, **kwargs)
+
+    @classmethod
+    def fields_from_details(cls, details: Mapping[str, Any], redact: Callable[[str], str]) -> dict[str, Any]:
+        items = details.get("errors")
+        return {
+            "errors": tuple(
+                SchemaError(str(item.get("pointer", "")), redact(str(item.get("detail", ""))))
+                for item in (items if isinstance(items, list) else [])
+                if isinstance(item, dict)
+            )
+        }
 
 
 class IdempotencyKeyReusedError(APIError):
@@ -410,3 +493,9 @@ def api_error_class(code: str) -> type[APIError]:
 def code_for_status(status: int) -> str:
     """The contract code a bare HTTP status stands for, or ``http_<status>``."""
     return _CODE_BY_STATUS.get(status, f"http_{status}")
+
+
+def _contract_retryable(code: str) -> bool:
+    """Whether the contract calls ``code`` retryable (False for a code it does not know)."""
+    entry = load_contract("agent-memory-api")["errors"].get(code)
+    return entry is not None and bool(entry["retryable"])

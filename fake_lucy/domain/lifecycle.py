@@ -23,6 +23,7 @@ from fake_lucy.domain.ids import IdFactory
 from fake_lucy.domain.principals import Principal, Scope, scope_tag
 from fake_lucy.store import queries
 from fake_lucy.store.records import MemoryRecord, ProposalRecord
+from lucy_memory._contract import FINAL_PROPOSAL_STATES as FINAL_STATES
 
 __all__ = [
     "FINAL_STATES",
@@ -42,7 +43,6 @@ __all__ = [
     "visible_proposal",
 ]
 
-FINAL_STATES = frozenset({"approved", "rejected", "expired", "superseded"})
 _UNSET: Any = object()
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from fake_lucy.domain import billing, clock
 from fake_lucy.domain.errors import DomainError
 from fake_lucy.domain.ids import IdFactory
+from lucy_memory._contract import PERMISSIONS
 
 __all__ = [
     "PERMISSIONS",
@@ -26,7 +27,6 @@ __all__ = [
     "scope_tag",
 ]
 
-PERMISSIONS = ("memory:read", "memory:propose")
 DEFAULT_PROPOSAL_TTL_SECONDS = 7 * 24 * 3600
 
 

@@ -26,13 +26,16 @@ from fake_lucy.http.problems import JSON, ProblemError, json_bytes, problem_resp
 from fake_lucy.runtime import FakeLucy
 from fake_lucy.store.queries import Page
 from lucy_memory._contract import (
+    MAX_POINTER,
+    PROPOSAL_STATES,
     InvalidJSONError,
     SchemaValidator,
     load_contract,
+    long_name_error,
+    parameters_validator,
     parse_json_object,
     schema_validator,
 )
-from lucy_memory._contract.validation import MAX_POINTER, long_name_error, parameters_validator
 
 __all__ = ["control_router"]
 
@@ -40,7 +43,6 @@ PAGE_SIZE = 100
 MAX_PAGE = 1000
 _Handler = Callable[[sqlite3.Connection, dict[str, Any], "_Ctx"], tuple[int, Any]]
 T = TypeVar("T")
-_PROPOSAL_STATUSES = ("pending", "approved", "rejected", "expired", "superseded")
 _SCOPE_KINDS = ("user", "workspace", "project")
 
 
@@ -173,7 +175,7 @@ def _set_balance(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> t
 
 def _list_proposals(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
     _only_query(ctx, ("status", "tenant", "limit", "cursor"))
-    status = _query_choice(ctx, "status", _PROPOSAL_STATUSES)
+    status = _query_choice(ctx, "status", PROPOSAL_STATES)
     limit = _query_int(ctx, "limit", PAGE_SIZE, 1, MAX_PAGE)
     after = _seq_cursor(ctx)
     page = admin.proposals(conn, status=status, tenant=ctx.query.get("tenant"), after=after, limit=limit)

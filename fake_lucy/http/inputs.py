@@ -5,12 +5,16 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import unquote
 
 from starlette.requests import Request
 
-from fake_lucy.domain.principals import PERMISSIONS
 from fake_lucy.http.problems import ProblemError
+from lucy_memory._contract import (
+    CLIENT_NAME_MAX_CHARS,
+    PERMISSIONS,
+    decode_client_name,
+    valid_idempotency_key,
+)
 
 __all__ = [
     "bearer_token",
@@ -22,12 +26,7 @@ __all__ = [
     "retry_attempt",
 ]
 
-_IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,255}")
 _RETRY_ATTEMPT = re.compile(r"0|[1-9]|10")  # no sign, no leading zeros (the contract's pattern)
-_CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # C0, DEL and C1
-_VISIBLE_ASCII = re.compile(r"[\x20-\x7e]+")  # on the wire; other text is percent-encoded
-_STRAY_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")  # a literal % travels as %25
-MAX_CLIENT_NAME = 100
 MAX_PERMISSIONS_HEADER = 1000  # the contract's maxLength
 
 
@@ -93,21 +92,17 @@ def permissions_header(headers: Mapping[str, str]) -> frozenset[str] | None:
 
 
 def client_name(headers: Mapping[str, str]) -> str | None:
-    """``Lucy-Client-Name``: ≤ 100 characters once percent-decoded, no control characters."""
+    """``Lucy-Client-Name``, percent-decoded and trimmed (the rule is ``decode_client_name``)."""
     value = headers.get("lucy-client-name")
     if value is None:
         return None
-    rule = f"it must be 1 to {MAX_CLIENT_NAME} characters, percent-encoded UTF-8 if not ASCII"
-    if not _VISIBLE_ASCII.fullmatch(value) or _STRAY_PERCENT.search(value):
-        raise _invalid_header("Lucy-Client-Name", rule)
-    try:
-        decoded = unquote(value, encoding="utf-8", errors="strict")
-    except UnicodeDecodeError:
-        raise _invalid_header("Lucy-Client-Name", rule) from None
-    decoded = decoded.strip()
-    if not decoded or len(decoded) > MAX_CLIENT_NAME or _CONTROL_CHARS.search(decoded):
-        raise _invalid_header("Lucy-Client-Name", rule)
-    return decoded
+    name = decode_client_name(value)
+    if name is None:
+        raise _invalid_header(
+            "Lucy-Client-Name",
+            f"it must be 1 to {CLIENT_NAME_MAX_CHARS} characters, percent-encoded UTF-8 if not ASCII",
+        )
+    return name
 
 
 def retry_attempt(headers: Mapping[str, str]) -> int | None:
@@ -122,8 +117,6 @@ def retry_attempt(headers: Mapping[str, str]) -> int | None:
 
 
 def idempotency_key(headers: Mapping[str, str]) -> str | None:
-    """``Idempotency-Key``: 1–255 printable ASCII characters; ``None`` if absent or malformed."""
+    """``Idempotency-Key`` (``valid_idempotency_key``); ``None`` if absent or malformed."""
     value = headers.get("idempotency-key")
-    if value is None or not _IDEMPOTENCY_KEY.fullmatch(value):
-        return None
-    return value
+    return value if valid_idempotency_key(value) else None

@@ -42,6 +42,9 @@ from fake_lucy.http.problems import (
 )
 from fake_lucy.runtime import FakeLucy
 from lucy_memory._contract import (
+    IDEMPOTENCY_KEY_RULE,
+    OPERATION_PERMISSIONS,
+    RETRYABLE_STATUSES,
     InvalidJSONError,
     SchemaError,
     canonical_sha256,
@@ -51,13 +54,7 @@ from lucy_memory._contract import (
 
 __all__ = ["V1Pipeline"]
 
-_PERMISSION = {
-    "recall": "memory:read",
-    "propose": "memory:propose",
-    "proposal_status": "memory:propose",
-}
 _SCHEMA = {"recall": "recall-request.schema.json", "propose": "propose-request.schema.json"}
-_RETRYABLE_STATUSES = frozenset({429, 502, 503, 504})
 
 
 @dataclass(slots=True)
@@ -182,7 +179,7 @@ class V1Pipeline:
         effective = call.principal.permissions
         if narrowed is not None:
             effective = effective & narrowed
-        needed = _PERMISSION[call.operation]
+        needed = OPERATION_PERMISSIONS[call.operation]
         if needed not in effective:
             raise ProblemError(
                 "permission_denied",
@@ -264,7 +261,7 @@ class V1Pipeline:
         if call.operation == "propose" and call.journal.idempotency_key is None:  # 8
             raise ProblemError(
                 "idempotency_key_required",
-                "propose needs an Idempotency-Key header of 1 to 255 printable ASCII characters",
+                f"propose needs an Idempotency-Key header of {IDEMPOTENCY_KEY_RULE}",
             )
         schema = _SCHEMA.get(call.operation)
         if schema is not None:  # 9
@@ -518,7 +515,7 @@ def injected_response(fault: faults.Fault, request_id: str, headers: dict[str, s
             type=TYPE_BASE + fault.code,
             status=fault.status,
             code=fault.code,
-            retryable=fault.status in _RETRYABLE_STATUSES,
+            retryable=fault.status in RETRYABLE_STATUSES,
         )
     return Response(
         json_bytes(body),

@@ -26,8 +26,6 @@ from fake_lucy.testing.transport import InProcessTransport
 
 __all__ = ["InProcessFake", "LiveServer", "ServeProcess"]
 
-API_PREFIX = "/api/agent-memory/v1"
-
 
 def _settings(database: Path | str, **options: Any) -> FakeLucySettings:
     return FakeLucySettings(database=str(database), **options)

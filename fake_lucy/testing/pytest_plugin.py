@@ -26,11 +26,9 @@ from mcp import Client, StdioServerParameters
 from mcp.types import Implementation
 
 from fake_lucy.testing.fakes import InProcessFake, LiveServer
-from lucy_memory import AgentMemoryClient, create_lucy_http_transport
+from lucy_memory import PERMISSIONS, AgentMemoryClient, create_lucy_http_transport
 
 __all__ = ["fake_lucy", "fake_lucy_server", "lucy_client", "lucy_mcp", "lucy_mcp_parameters"]
-
-PERMISSIONS = ("memory:read", "memory:propose")
 
 
 @pytest.fixture(scope="session")
