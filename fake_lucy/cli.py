@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from fake_lucy import __version__
 from fake_lucy.app import create_app
 from fake_lucy.domain.seed import DEFAULT_ADMIN_TOKEN, DEV_TOKEN
-from fake_lucy.runtime import FakeLucy
+from fake_lucy.runtime import FakeLucy, SeedMismatchError
 from fake_lucy.settings import FakeLucySettings, load_settings
 from lucy_memory._contract import PERMISSIONS
 
@@ -68,6 +68,13 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+_SEEDING: dict[str, str] = {
+    "applied": "applied to this new database",
+    "reset": "applied again: --reset-on-start wiped the database",
+    "kept": "applied when this database was created; its state since then is kept",
+}
+
+
 def _announce(settings: FakeLucySettings, fake: FakeLucy) -> None:
     host = settings.host if ":" not in settings.host else f"[{settings.host}]"
     lines = [
@@ -78,7 +85,9 @@ def _announce(settings: FakeLucySettings, fake: FakeLucy) -> None:
     if settings.seed is None:
         lines.append(f"  dev token:    {DEV_TOKEN}   (tenant_dev / acct_dev, read + propose){refused}")
     else:
-        lines.append(f"  seed:         {settings.seed} (tokens as listed in the seed)")
+        lines.append(
+            f"  seed:         {settings.seed} ({_SEEDING[fake.seed_outcome]}; tokens as listed in the seed)"
+        )
     if fake.admin_token_is_builtin:
         lines.append(f"  admin token:  {DEFAULT_ADMIN_TOKEN}   (control API under /_fake){refused}")
     else:
@@ -165,6 +174,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         serve(settings)
+    except SeedMismatchError as exc:  # a usage error like a bad setting: exit 2
+        print(f"fake-lucy: {exc}", file=sys.stderr)
+        return 2
     except (ValueError, OSError) as exc:
         print(f"fake-lucy: {exc}", file=sys.stderr)
         return 1

@@ -22,6 +22,7 @@ import math
 import random as _random
 import time
 import uuid
+import weakref
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from types import TracebackType
@@ -540,6 +541,9 @@ class SyncAgentMemoryClient:
     with SyncAgentMemoryClient(transport=..., token=..., permissions=["memory:read"]) as client:
         result = client.recall('{"query": "database"}')
     ```
+
+    A client that is never closed is closed when it is garbage-collected or, at the latest, when the
+    interpreter exits (while its helper thread can still run), so a script that just ends exits.
     """
 
     def __init__(
@@ -564,9 +568,12 @@ class SyncAgentMemoryClient:
             clock=clock,
             random=random,
         )
-        self._stack = contextlib.ExitStack()
-        self._portal: BlockingPortal = self._stack.enter_context(start_blocking_portal())
+        stack = contextlib.ExitStack()
+        self._portal: BlockingPortal = stack.enter_context(start_blocking_portal())
         self._closed = False
+        # Left to garbage collection during interpreter shutdown, the portal's own clean-up would ask
+        # its (by then frozen) thread to stop and wait for it forever; a finalizer runs at exit first.
+        self._finalizer = weakref.finalize(self, _shut_down, self._portal, self._client, stack)
 
     def __repr__(self) -> str:
         return f"SyncAgentMemoryClient({self._client!r})"
@@ -588,20 +595,12 @@ class SyncAgentMemoryClient:
         if self._closed:
             return
         self._closed = True
-        with self._closing():
-            self._portal.call(self._client.aclose)
+        self._finalizer()
 
     def _call(self, function: Callable[..., Awaitable[_T]], *args: Any) -> _T:
         if self._closed:
             raise ClientClosedError("this client is closed; nothing was sent and nothing was charged")
         return self._portal.call(function, *args)
-
-    @contextlib.contextmanager
-    def _closing(self) -> Iterator[None]:
-        try:
-            yield
-        finally:
-            self._stack.close()
 
     def recall(self, request_json: str) -> RecallResult:
         return self._call(self._client.recall, request_json)
@@ -616,6 +615,14 @@ class SyncAgentMemoryClient:
         self, proposal_id: str, *, max_polls: int, max_interval: float | None = None
     ) -> ProposalStatusResult:
         return self._call(_wait, self._client, proposal_id, max_polls, max_interval)
+
+
+def _shut_down(portal: BlockingPortal, client: AgentMemoryClient, stack: contextlib.ExitStack) -> None:
+    """Close the client on its event loop, then stop the loop and join its thread."""
+    try:
+        portal.call(client.aclose)
+    finally:
+        stack.close()
 
 
 async def _wait(

@@ -6,6 +6,7 @@ Expiry, idempotency retention, rate-limit refill and every timestamp the fake em
 from __future__ import annotations
 
 import functools
+import re
 import sqlite3
 import time
 from datetime import UTC, datetime
@@ -31,10 +32,32 @@ def format_us(us: int) -> str:
     return f"{_whole_seconds(seconds)}.{micros:06d}Z"
 
 
+# RFC 3339 date-time: any number of fraction digits or none, ``Z`` or a numeric offset. The request
+# schema (control-clock-set-request.schema.json) holds the same pattern.
+_RFC3339 = re.compile(
+    r"(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?(?:[Zz]|([+-])(\d{2}):(\d{2}))",
+    re.ASCII,
+)
+
+
 def parse_timestamp(value: str) -> int:
-    moment = datetime.strptime(value, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
-    delta = moment - _EPOCH
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+    """Microseconds since the epoch of an RFC 3339 date-time (``2030-01-01T00:00:00Z``,
+    ``2030-01-01T02:00:00.5+02:00``, the fake's own fixed form, …); digits past the microsecond are
+    dropped. ``ValueError`` for anything else, an impossible date (30 February, a leap second) or
+    an offset beyond ±23:59 included."""
+    match = _RFC3339.fullmatch(value)
+    if match is None:
+        raise ValueError("not an RFC 3339 date-time")
+    year, month, day, hour, minute, second = (int(part) for part in match.group(1, 2, 3, 4, 5, 6))
+    delta = datetime(year, month, day, hour, minute, second, tzinfo=UTC) - _EPOCH
+    micros = int((match.group(7) or "").ljust(6, "0")[:6])
+    offset = 0
+    if match.group(8) is not None:
+        offset_hours, offset_minutes = int(match.group(9)), int(match.group(10))
+        if offset_hours > 23 or offset_minutes > 59:
+            raise ValueError("the offset must be at most ±23:59")
+        offset = (offset_hours * 60 + offset_minutes) * 60 * (1 if match.group(8) == "+" else -1)
+    return (delta.days * 86_400 + delta.seconds - offset) * 1_000_000 + micros
 
 
 def from_state(offset: int, frozen: int | None) -> int:
@@ -99,8 +122,8 @@ def set_clock(conn: sqlite3.Connection, *, now: str | None, frozen: bool | None)
     if now is not None:
         try:
             target = parse_timestamp(now)
-        except ValueError:  # the schema's pattern takes 2026-02-30; the calendar does not
-            raise invalid_field("/now", "must be a real date and time") from None
+        except ValueError:  # the schema's pattern takes 2026-02-30 and +99:00; the calendar does not
+            raise invalid_field("/now", "must be a real RFC 3339 date-time") from None
         if target < current:
             raise DomainError(
                 "clock_regression",

@@ -193,6 +193,7 @@ class ServerState(SQLModel, table=True):
     id_sequence: int = 0
     auth_epoch: int = 0
     index_epoch: int = 0
+    seed_sha256: str | None = None  # the seed the database was created or last reset with
 
 
 metadata = SQLModel.metadata
@@ -233,4 +234,5 @@ FTS_DDL = (
 ADDED_COLUMNS = (
     ("server_state", "auth_epoch", "INTEGER NOT NULL DEFAULT 0"),
     ("server_state", "index_epoch", "INTEGER NOT NULL DEFAULT 0"),
+    ("server_state", "seed_sha256", "TEXT"),
 )
