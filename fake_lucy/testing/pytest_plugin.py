@@ -12,6 +12,12 @@
 
 Each pytest-xdist worker gets its own database (``tmp_path_factory`` is per worker). Async
 fixtures need an async test runner (anyio's pytest plugin or pytest-asyncio).
+
+Judging the client and keeping a failed test's state (``fake_lucy.testing.strict``):
+``--lucy-strict`` or ``@pytest.mark.lucy_strict`` fails a test whose client produced a finding
+(``@pytest.mark.lucy_allow("code", ...)`` to expect one); ``@pytest.mark.lucy_snapshot("file.json")``
+loads a snapshot before a test; ``--lucy-dump-on-failure DIR`` writes each failed test's snapshot,
+journal and findings.
 """
 
 from __future__ import annotations
@@ -29,6 +35,9 @@ from fake_lucy.testing.fakes import InProcessFake, LiveServer
 from lucy_memory import AgentMemoryClient, create_lucy_http_transport
 
 __all__ = ["fake_lucy", "fake_lucy_server", "lucy_client", "lucy_mcp", "lucy_mcp_parameters"]
+
+# --lucy-strict, lucy_allow, lucy_snapshot and --lucy-dump-on-failure: their own plugin module.
+pytest_plugins = ["fake_lucy.testing.strict"]
 
 PERMISSIONS = ("memory:read", "memory:propose")
 
