@@ -24,14 +24,13 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import itertools
 import secrets
 import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
 from fake_lucy.store import findings as store
-from fake_lucy.store.findings import FindingRecord, PollRecord, WatchRecord
+from fake_lucy.store.findings import FindingRecord, SeriesRecord, WatchRecord
 from fake_lucy.store.queries import Page
 
 __all__ = [
@@ -241,63 +240,91 @@ class _Judge:
 
     def status(self, *, max_polls: int) -> None:
         observation = self.observation
-        proposal_id = observation.subject
-        previous = store.recent_polls(
-            self.conn, observation.credential_id, proposal_id, limit=MAX_POLLS_IN_WINDOW
-        )
+        credential, proposal_id = observation.credential_id, observation.subject
+        series = store.poll_series(self.conn, credential, proposal_id)
         last = None
-        if previous:
-            poll = previous[0]
-            last = _Answered(poll.request_id, poll.arrived_us, poll.clock_us, poll.status, None)
+        if series is not None:
+            last = _Answered(
+                series.last_request_id, series.last_arrived_us, series.last_clock_us, series.last_status, None
+            )
         self.repeat(last, code="status_retried", what="proposal status")
-        forget = self.polling(proposal_id, previous)
-        store.add_poll(
-            self.conn,
-            credential_id=observation.credential_id,
+        if (
+            series is not None
+            and series.reported
+            and not _retryable_failure(observation.status)
+            and not _retryable_failure(series.last_status)
+        ):
+            return  # reported, and no failure to remember: the row already says all that is needed
+        store.put_poll_series(self.conn, self.polling(series, max_polls=max_polls), new=series is None)
+
+    def polling(self, series: SeriesRecord | None, *, max_polls: int) -> SeriesRecord:
+        """``status_polling_unbounded``: this poll joins its proposal's series (a pause of over a
+        minute starts a new one); returns the series with it. Once the proposal was reported, a
+        poll only updates the series row."""
+        observation = self.observation
+        credential, proposal_id = observation.credential_id, observation.subject
+        interval = None
+        if series is not None:
+            interval = self.since(series.last_arrived_us, series.last_clock_us)
+        reported = series is not None and series.reported
+        if series is None or interval is None or interval > POLL_WINDOW_US:
+            polls, grew, interval = 1, False, None
+            if series is not None and not reported:
+                store.forget_polls(self.conn, credential, proposal_id)
+        else:
+            polls = series.polls + 1
+            previous = series.last_interval_us
+            grew = series.grew or (
+                previous is not None
+                and interval >= previous * POLL_GROWTH
+                and interval - previous >= POLL_GROWTH_MIN_US
+            )
+        if not reported:
+            store.add_poll(
+                self.conn,
+                credential_id=credential,
+                proposal_id=proposal_id,
+                request_id=observation.request_id,
+                arrived_us=observation.arrived_us,
+                clock_us=observation.clock_us,
+                max_rows=max_polls,
+            )
+            reported = self.unbounded(proposal_id, polls, grew)
+        return SeriesRecord(
+            credential_id=credential,
             proposal_id=proposal_id,
-            request_id=observation.request_id,
-            status=observation.status,
-            arrived_us=observation.arrived_us,
-            clock_us=observation.clock_us,
-            forget_before=forget,
-            max_rows=max_polls,
+            polls=polls,
+            grew=grew,
+            reported=reported,
+            last_request_id=observation.request_id,
+            last_status=observation.status,
+            last_arrived_us=observation.arrived_us,
+            last_clock_us=observation.clock_us,
+            last_interval_us=interval,
         )
 
-    def polling(self, proposal_id: str, previous: list[PollRecord]) -> int | None:
-        """``status_polling_unbounded`` over this proposal's recent polls (newest first in
-        ``previous``); returns the seq before which its older polls may be forgotten."""
-        observation = self.observation
-        polls = [(poll.request_id, poll.arrived_us, poll.clock_us) for poll in reversed(previous)]
-        polls.append((observation.request_id, observation.arrived_us, observation.clock_us))
-        intervals = [
-            max(later[1] - earlier[1], later[2] - earlier[2]) for earlier, later in itertools.pairwise(polls)
-        ]
-        # A pause of over a minute starts a new series of polls; the older ones are not needed.
-        start = max((i + 1 for i, gap in enumerate(intervals) if gap > POLL_WINDOW_US), default=0)
-        series, gaps = polls[start:], intervals[start:]
-        whole = start > 0 or len(previous) < MAX_POLLS_IN_WINDOW  # the series' first poll is in view
-        forget: int | None = None
-        if start > 0:
-            forget = previous[len(previous) - 1 - start].seq if start < len(previous) else previous[0].seq + 1
-        elif len(previous) == MAX_POLLS_IN_WINDOW:
-            forget = previous[-1].seq + 1  # the next poll needs the newest ones only
-        detail = ""
-        if len(series) > MAX_POLLS_IN_WINDOW and sum(gaps) <= POLL_WINDOW_US:
-            detail = f"{len(series)} status requests for one proposal within {sum(gaps) / SECOND:.1f} s"
-        elif whole and len(series) >= FLAT_POLLS:
-            grew = any(
-                later >= earlier * POLL_GROWTH and later - earlier >= POLL_GROWTH_MIN_US
-                for earlier, later in itertools.pairwise(gaps)
+    def unbounded(self, proposal_id: str, polls: int, grew: bool) -> bool:
+        """Judge the series after its ``polls``-th poll; True when it was reported (once a proposal)."""
+        credential = self.observation.credential_id
+        detail, shown = "", 0
+        if polls > MAX_POLLS_IN_WINDOW:
+            oldest = store.nth_newest_poll(self.conn, credential, proposal_id, MAX_POLLS_IN_WINDOW + 1)
+            if oldest is not None and self.since(*oldest) <= POLL_WINDOW_US:
+                shown = MAX_POLLS_IN_WINDOW + 1
+                span = self.since(*oldest) / SECOND
+                detail = f"{shown} status requests for one proposal within {span:.1f} s"
+        if not detail and polls == FLAT_POLLS and not grew:
+            shown = FLAT_POLLS
+            detail = (
+                f"{FLAT_POLLS} status requests for one proposal whose intervals never grew;"
+                " poll with a bound and a backoff"
             )
-            if not grew:
-                detail = (
-                    f"{len(series)} status requests for one proposal whose intervals never grew;"
-                    " poll with a bound and a backoff"
-                )
-        code = "status_polling_unbounded"
-        if detail and not store.finding_exists(self.conn, observation.credential_id, code, proposal_id):
-            self.add(code, proposal_id, tuple(poll[0] for poll in series), detail)
-        return forget
+        if not detail:
+            return False
+        ids = tuple(store.newest_poll_ids(self.conn, credential, proposal_id, shown))
+        self.add("status_polling_unbounded", proposal_id, ids, detail)
+        store.forget_polls(self.conn, credential, proposal_id)
+        return True
 
     # -- propose: retried only with the same key and body, only when allowed, not too soon -------
 

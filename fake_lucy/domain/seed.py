@@ -60,6 +60,7 @@ _TABLES = (
     "findings",
     "client_watch",
     "status_polls",
+    "poll_series",
     "credentials",
     "accounts",
     "tenants",

@@ -156,7 +156,9 @@ class V1Pipeline:
     def _observe(
         self, conn: sqlite3.Connection, call: _Call, code: str | None, retry_after: str | None
     ) -> list[findings.FindingRecord]:
-        """Findings (SPEC 3.8) on this request, in its journal row's transaction."""
+        """Findings (SPEC 3.8) on this request, in its journal row's transaction. Returns the
+        findings recorded: the place where each becomes a ``finding`` event (SPEC 3.7), in the
+        same transaction and so in commit order."""
         journal = call.journal
         if call.proposal_id is None:
             subject = journal.body_sha256

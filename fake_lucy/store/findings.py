@@ -1,33 +1,36 @@
 """The statements of the findings (SPEC 3.8): recorded findings, the watch on failed answers and the
 recent status polls. ``domain.findings`` decides; these functions only read and write rows.
 
-The v1 pipeline calls ``watch_rows`` for every recall and propose and ``recent_polls`` /
-``add_poll`` for every proposal status, inside the request's write transaction: each is one
-statement on a primary key or an index.
+The v1 pipeline calls ``watch_rows`` for every recall and propose and ``poll_series`` /
+``put_poll_series`` for every proposal status, inside the request's write transaction: each is
+one statement on a primary key.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from fake_lucy.store.queries import Page
 
 __all__ = [
     "FindingRecord",
-    "PollRecord",
+    "SeriesRecord",
     "WatchRecord",
     "add_finding",
     "add_poll",
     "drop_watch",
-    "finding_exists",
     "findings_page",
+    "forget_polls",
+    "newest_poll_ids",
     "next_finding_seq",
+    "nth_newest_poll",
     "original_request_id",
+    "poll_series",
+    "put_poll_series",
     "put_watch",
-    "recent_polls",
     "watch_rows",
 ]
 
@@ -100,34 +103,40 @@ class WatchRecord:
 
 
 @dataclass(frozen=True, slots=True)
-class PollRecord:
-    seq: int
-    request_id: str
-    status: int | None
-    arrived_us: int
-    clock_us: int
+class SeriesRecord:
+    """One credential's current series of polls of one proposal (``poll_series``)."""
+
+    credential_id: str
+    proposal_id: str
+    polls: int
+    grew: bool
+    reported: bool
+    last_request_id: str
+    last_status: int | None
+    last_arrived_us: int
+    last_clock_us: int
+    last_interval_us: int | None
 
 
 # -- the watch on failed answers ------------------------------------------------------------------
 
 
+_WATCH_ROW = "SELECT * FROM client_watch WHERE credential_id = ? AND kind = ? AND subject = ?"
+_WATCH_ROWS = {1: _WATCH_ROW, 2: f"{_WATCH_ROW} UNION ALL {_WATCH_ROW}"}
+
+
 def watch_rows(
-    conn: sqlite3.Connection, credential_id: str, wanted: Iterable[tuple[str, str]], *, now_us: int
+    conn: sqlite3.Connection, credential_id: str, wanted: Sequence[tuple[str, str]], *, now_us: int
 ) -> dict[tuple[str, str], WatchRecord]:
-    """The live rows of a credential among ``wanted`` (kind, subject) pairs, in one statement on
-    the primary key (a credential's requests that never failed find nothing)."""
-    pairs = list(wanted)
-    if not pairs:
+    """The live rows of a credential among one or two ``wanted`` (kind, subject) pairs, in one
+    statement of primary-key lookups (a credential whose requests never failed finds nothing)."""
+    params: list[str] = []
+    for kind, subject in wanted:
+        params.extend((credential_id, kind, subject))
+    rows = conn.execute(_WATCH_ROWS[len(wanted)], params).fetchall()
+    if not rows:
         return {}
-    matches = " OR ".join("(kind = ? AND subject = ?)" for _ in pairs)
-    params: list[object] = [credential_id, now_us]
-    for kind, subject in pairs:
-        params.extend((kind, subject))
-    rows = conn.execute(
-        f"SELECT * FROM client_watch WHERE credential_id = ? AND expires_us >= ? AND ({matches})",  # noqa: S608 - placeholders only
-        params,
-    ).fetchall()
-    records = (WatchRecord.from_row(row) for row in rows)
+    records = (WatchRecord.from_row(row) for row in rows if row["expires_us"] >= now_us)
     return {(record.kind, record.subject): record for record in records}
 
 
@@ -167,16 +176,54 @@ def drop_watch(conn: sqlite3.Connection, credential_id: str, kind: str, subject:
 # -- status polls ---------------------------------------------------------------------------------
 
 
-def recent_polls(
-    conn: sqlite3.Connection, credential_id: str, proposal_id: str, *, limit: int
-) -> list[PollRecord]:
-    """The newest ``limit`` polls of one proposal by one credential, newest first."""
-    rows = conn.execute(
-        "SELECT seq, request_id, status, arrived_us, clock_us FROM status_polls"
-        " WHERE credential_id = ? AND proposal_id = ? ORDER BY seq DESC LIMIT ?",
-        (credential_id, proposal_id, limit),
-    ).fetchall()
-    return [PollRecord(row[0], row[1], row[2], row[3], row[4]) for row in rows]
+def poll_series(conn: sqlite3.Connection, credential_id: str, proposal_id: str) -> SeriesRecord | None:
+    row = conn.execute(
+        "SELECT * FROM poll_series WHERE credential_id = ? AND proposal_id = ?", (credential_id, proposal_id)
+    ).fetchone()
+    if row is None:
+        return None
+    return SeriesRecord(
+        credential_id=row["credential_id"],
+        proposal_id=row["proposal_id"],
+        polls=row["polls"],
+        grew=bool(row["grew"]),
+        reported=bool(row["reported"]),
+        last_request_id=row["last_request_id"],
+        last_status=row["last_status"],
+        last_arrived_us=row["last_arrived_us"],
+        last_clock_us=row["last_clock_us"],
+        last_interval_us=row["last_interval_us"],
+    )
+
+
+def put_poll_series(conn: sqlite3.Connection, series: SeriesRecord, *, new: bool) -> None:
+    """Write a series row: an insert for a ``new`` one, else an update of its columns in place."""
+    values = (
+        series.polls,
+        series.grew,
+        series.reported,
+        series.last_request_id,
+        series.last_status,
+        series.last_arrived_us,
+        series.last_clock_us,
+        series.last_interval_us,
+        series.credential_id,
+        series.proposal_id,
+    )
+    if new:
+        conn.execute(
+            "INSERT INTO poll_series (polls, grew, reported, last_request_id, last_status, last_arrived_us,"
+            " last_clock_us, last_interval_us, credential_id, proposal_id)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            values,
+        )
+    else:
+        conn.execute(
+            "UPDATE poll_series SET polls = ?, grew = ?, reported = ?, last_request_id = ?, last_status = ?,"
+            " last_arrived_us = ?, last_clock_us = ?, last_interval_us = ?"
+            " WHERE credential_id = ? AND proposal_id = ?",
+            values,
+        )
 
 
 def add_poll(
@@ -185,26 +232,46 @@ def add_poll(
     credential_id: str,
     proposal_id: str,
     request_id: str,
-    status: int | None,
     arrived_us: int,
     clock_us: int,
-    forget_before: int | None,
     max_rows: int,
 ) -> None:
-    """Append a poll; drop this proposal's polls older than seq ``forget_before`` and, like the
-    journal, the oldest rows past ``max_rows``."""
+    """Append a poll; like the journal, the oldest rows past ``max_rows`` go."""
     (seq,) = conn.execute(
-        "INSERT INTO status_polls (credential_id, proposal_id, request_id, status, arrived_us, clock_us)"
-        " VALUES (?, ?, ?, ?, ?, ?) RETURNING seq",
-        (credential_id, proposal_id, request_id, status, arrived_us, clock_us),
+        "INSERT INTO status_polls (credential_id, proposal_id, request_id, arrived_us, clock_us)"
+        " VALUES (?, ?, ?, ?, ?) RETURNING seq",
+        (credential_id, proposal_id, request_id, arrived_us, clock_us),
     ).fetchone()
-    if forget_before is not None:
-        conn.execute(
-            "DELETE FROM status_polls WHERE credential_id = ? AND proposal_id = ? AND seq < ?",
-            (credential_id, proposal_id, forget_before),
-        )
     if seq > max_rows:
         conn.execute("DELETE FROM status_polls WHERE seq <= ?", (seq - max_rows,))
+
+
+def nth_newest_poll(
+    conn: sqlite3.Connection, credential_id: str, proposal_id: str, n: int
+) -> tuple[int, int] | None:
+    """(real, server-clock) arrival of the ``n``-th newest poll (1 = the newest), in one seek."""
+    row = conn.execute(
+        "SELECT arrived_us, clock_us FROM status_polls WHERE credential_id = ? AND proposal_id = ?"
+        " ORDER BY seq DESC LIMIT 1 OFFSET ?",
+        (credential_id, proposal_id, n - 1),
+    ).fetchone()
+    return None if row is None else (int(row[0]), int(row[1]))
+
+
+def newest_poll_ids(conn: sqlite3.Connection, credential_id: str, proposal_id: str, n: int) -> list[str]:
+    """The request ids of the newest ``n`` polls, oldest first."""
+    rows = conn.execute(
+        "SELECT request_id FROM status_polls WHERE credential_id = ? AND proposal_id = ?"
+        " ORDER BY seq DESC LIMIT ?",
+        (credential_id, proposal_id, n),
+    ).fetchall()
+    return [row[0] for row in reversed(rows)]
+
+
+def forget_polls(conn: sqlite3.Connection, credential_id: str, proposal_id: str) -> None:
+    conn.execute(
+        "DELETE FROM status_polls WHERE credential_id = ? AND proposal_id = ?", (credential_id, proposal_id)
+    )
 
 
 def original_request_id(conn: sqlite3.Connection, credential_id: str, key: str) -> str | None:
@@ -218,14 +285,6 @@ def original_request_id(conn: sqlite3.Connection, credential_id: str, key: str) 
 
 
 # -- findings -------------------------------------------------------------------------------------
-
-
-def finding_exists(conn: sqlite3.Connection, credential_id: str, code: str, subject: str) -> bool:
-    row = conn.execute(
-        "SELECT 1 FROM findings WHERE credential_id = ? AND code = ? AND subject = ?",
-        (credential_id, code, subject),
-    ).fetchone()
-    return row is not None
 
 
 def next_finding_seq(conn: sqlite3.Connection) -> int:

@@ -234,8 +234,25 @@ class ClientWatch(SQLModel, table=True):
     expires_us: int = Field(index=True)  # real time
 
 
+class PollSeries(SQLModel, table=True):
+    """One credential's polling of one proposal: the series of status requests since the last pause
+    of over a minute, summed up in one row (so that a poll reads and writes one row)."""
+
+    __tablename__ = "poll_series"
+    credential_id: str = Field(primary_key=True)
+    proposal_id: str = Field(primary_key=True)
+    polls: int  # in this series
+    grew: bool = False  # some interval of the series was longer than the one before
+    reported: bool = False  # status_polling_unbounded was recorded for this proposal
+    last_request_id: str
+    last_status: int | None = None  # None: the connection was dropped
+    last_arrived_us: int  # real time
+    last_clock_us: int  # server clock
+    last_interval_us: int | None = None
+
+
 class StatusPoll(SQLModel, table=True):
-    """One proposal-status request (a poll), kept while the polling of that proposal is recent."""
+    """The polls of a series not reported yet, for the request ids a finding names."""
 
     __tablename__ = "status_polls"
     __table_args__ = (Index("status_polls_subject", "credential_id", "proposal_id", "seq"),)
@@ -243,7 +260,6 @@ class StatusPoll(SQLModel, table=True):
     credential_id: str
     proposal_id: str
     request_id: str
-    status: int | None = None
     arrived_us: int  # real time
     clock_us: int  # server clock
 
