@@ -44,16 +44,19 @@ class Control(ABC):
     def journal(self) -> list[dict[str, Any]]: ...
 
     @abstractmethod
+    def last_request_id(self) -> str | None:
+        """The newest journal row's request id."""
+
+    @abstractmethod
     def snapshot(self) -> dict[str, Any]: ...
 
     @abstractmethod
     def restore(self, document: Any) -> None: ...
 
     def baseline(self) -> Baseline:
-        journal = self.journal()
         return Baseline(
             finding_ids=frozenset(item["finding_id"] for item in self.findings()),
-            last_request_id=journal[-1]["request_id"] if journal else None,
+            last_request_id=self.last_request_id(),
         )
 
     def dump(self, test: str, baseline: Baseline) -> dict[str, Any]:
@@ -100,6 +103,11 @@ class InProcessControl(Control):
                     return rows
                 after = page.last
 
+    def last_request_id(self) -> str | None:
+        with self.fake.db.write() as conn:
+            page = admin.journal(conn, operation=None, credential_id=None, newest=1, after=0, limit=1)
+        return page.items[-1].request_id if page.items else None
+
     def snapshot(self) -> dict[str, Any]:
         with self.fake.db.write() as conn:
             return snapshot.export_state(conn, fake_version=__version__)
@@ -144,6 +152,10 @@ class HttpControl(Control):
 
     def journal(self) -> list[dict[str, Any]]:
         return self._pages("/requests")
+
+    def last_request_id(self) -> str | None:
+        items = self._call("GET", "/requests", params={"limit": 1})["items"]
+        return str(items[-1]["request_id"]) if items else None
 
     def snapshot(self) -> dict[str, Any]:
         result: dict[str, Any] = self._call("GET", "/snapshot")

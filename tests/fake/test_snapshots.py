@@ -9,6 +9,8 @@ from typing import Any
 import httpx
 import pytest
 
+from fake_lucy.domain import snapshot as snapshots
+from fake_lucy.domain.errors import DomainError
 from fake_lucy.testing import AdminError, InProcessFake
 from tests.contract_check import response_hook
 from tests.helpers import PROJECT, V1, proposal_body, propose, recall, status
@@ -177,3 +179,32 @@ async def test_a_restored_snapshot_brings_back_a_revoked_token_as_it_was(fake) -
     with pytest.raises(AdminError) as refused:
         await fake.admin.call("PUT", "/snapshot", {"format": "fake-lucy-snapshot"})
     assert refused.value.status == 422
+
+
+async def test_a_tenants_snapshot_restores_that_tenant_only(fake) -> None:
+    alice = await fake.admin.create_credential("tenant_alice", scopes=[PROJECT], account="acct_alice")
+    bob = await fake.admin.create_credential("tenant_bob", scopes=[PROJECT], account="acct_bob")
+    for token in (alice["token"], bob["token"]):
+        async with fake.client(token) as api:
+            assert (await propose(api, proposal_body("Before the snapshot."))).status_code == 201
+    with fake.fake.db.write() as conn:
+        alice_only = snapshots.export_state(conn, fake_version="test", tenant="tenant_alice")
+    assert [tenant["id"] for tenant in alice_only["tenants"]] == ["tenant_alice"]
+    for token in (alice["token"], bob["token"]):
+        async with fake.client(token) as api:
+            assert (await propose(api, proposal_body("After the snapshot."))).status_code == 201
+    with fake.fake.db.write() as conn:
+        snapshots.restore_state(conn, alice_only, tenant="tenant_alice")
+    contents = {
+        tenant: sorted(p["content"] for p in (await fake.admin.proposals(tenant=tenant))["items"])
+        for tenant in ("tenant_alice", "tenant_bob")
+    }
+    assert contents == {
+        "tenant_alice": ["Before the snapshot."],
+        "tenant_bob": ["After the snapshot.", "Before the snapshot."],
+    }
+    with pytest.raises(DomainError) as other, fake.fake.db.write() as conn:
+        snapshots.restore_state(conn, alice_only, tenant="tenant_bob")
+    assert other.value.details == {
+        "errors": [{"pointer": "/tenants/0/id", "detail": "names another tenant than the one restored"}]
+    }
