@@ -67,6 +67,7 @@ MAX_POLLS_IN_WINDOW = 30
 FLAT_POLLS = 10  # this many polls of one proposal whose intervals never grew: no backoff
 POLL_GROWTH = 1.1  # an interval grew when it is at least 10 % longer than the one before …
 POLL_GROWTH_MIN_US = 100_000  # … and at least 100 ms longer
+MAX_CHAIN = 20  # the attempts of one key remembered (too_many_retries is recorded at the 4th)
 
 _RETRYABLE_CONFLICT = "idempotency_key_in_use"
 
@@ -185,7 +186,7 @@ class _Judge:
             tenant_id=observation.tenant_id,
             key=observation.idempotency_key,
             body_sha256=observation.body_sha256,
-            request_ids=(*chain, observation.request_id),
+            request_ids=(*chain, observation.request_id)[-MAX_CHAIN:],
             status=observation.status,
             code=observation.code,
             retry_after=observation.retry_after,
