@@ -28,6 +28,8 @@ class FakeLucySettings(BaseSettings):
     reset_on_start: bool = False
     admin_token: SecretStr | None = None
     admin_token_file: Path | None = None
+    import_file: Path | None = None  # a snapshot loaded at start (SPEC 3.9)
+    export_on_exit: Path | None = None  # a snapshot written atomically on SIGTERM / SIGINT
 
     def resolved_admin_token(self) -> str | None:
         """The admin token: the token file when one is given (a flag or ``FAKE_LUCY_ADMIN_TOKEN_FILE``),

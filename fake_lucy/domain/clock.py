@@ -13,12 +13,23 @@ from datetime import UTC, datetime
 
 from fake_lucy.domain.errors import DomainError, invalid_field
 
-__all__ = ["advance", "format_us", "from_state", "now", "now_us", "parse_timestamp", "set_clock", "state"]
+__all__ = [
+    "advance",
+    "format_us",
+    "from_state",
+    "now",
+    "now_us",
+    "parse_timestamp",
+    "real_us",
+    "set_clock",
+    "state",
+]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-def _real_us() -> int:
+def real_us() -> int:
+    """Real time (µs since 1970), without the server clock's offset."""
     return time.time_ns() // 1000
 
 
@@ -62,7 +73,7 @@ def parse_timestamp(value: str) -> int:
 
 def from_state(offset: int, frozen: int | None) -> int:
     """The server time from the stored columns ``clock_offset_us`` and ``clock_frozen_us``."""
-    return int(frozen) if frozen is not None else _real_us() + int(offset)
+    return int(frozen) if frozen is not None else real_us() + int(offset)
 
 
 def now_us(conn: sqlite3.Connection) -> int:
@@ -88,7 +99,7 @@ def _store(conn: sqlite3.Connection, target_us: int, frozen: bool) -> None:
     else:
         conn.execute(
             "UPDATE server_state SET clock_frozen_us = NULL, clock_offset_us = ? WHERE id = 1",
-            (target_us - _real_us(),),
+            (target_us - real_us(),),
         )
 
 

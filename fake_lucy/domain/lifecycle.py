@@ -35,6 +35,7 @@ __all__ = [
     "delete_memory",
     "expire",
     "expire_due",
+    "index_memory",
     "load_proposal",
     "plan_proposal",
     "reject",
@@ -284,6 +285,10 @@ def _insert_fts(
         (seq, scope_tag(tenant, scope), text, (topic or "").replace("-", " ")),
     )
     server_state.bump_index_epoch(conn)
+
+
+# A restored snapshot (``domain.snapshot``) indexes its active memories the same way.
+index_memory = _insert_fts
 
 
 def _delete_fts(conn: sqlite3.Connection, seq: int) -> None:

@@ -15,7 +15,8 @@ from fastapi import APIRouter
 from starlette.requests import Request
 from starlette.responses import Response
 
-from fake_lucy.domain import admin, billing, clock, faults, policy
+from fake_lucy import __version__
+from fake_lucy.domain import admin, billing, clock, faults, findings, policy, snapshot
 from fake_lucy.domain.errors import DomainError, invalid_field
 from fake_lucy.domain.ids import random_request_id
 from fake_lucy.domain.policy import policy_dict
@@ -40,6 +41,9 @@ from lucy_memory._contract import (
 __all__ = ["control_router"]
 
 PAGE_SIZE = 100
+# A route's "schema" for a body that is any JSON object, checked by its handler (a snapshot: its
+# format version is read before its schema, so that a newer version is named as such).
+ANY_OBJECT = "*"
 MAX_PAGE = 1000
 _Handler = Callable[[sqlite3.Connection, dict[str, Any], "_Ctx"], tuple[int, Any]]
 T = TypeVar("T")
@@ -286,6 +290,27 @@ def _list_ledger(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> t
     return 200, _page(page, ledger_dict)
 
 
+def _list_findings(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
+    _only_query(ctx, ("credential_id", "code", "cursor"))
+    code = _query_choice(ctx, "code", findings.CODES)
+    page = findings.findings(
+        conn, credential_id=ctx.query.get("credential_id"), code=code, after=_seq_cursor(ctx), limit=PAGE_SIZE
+    )
+    return 200, _page(page, findings.finding_dict)
+
+
+def _get_snapshot(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
+    _only_query(ctx, ("include_journal",))
+    include_journal = _query_bool(ctx, "include_journal", default=False)
+    return 200, snapshot.export_state(conn, fake_version=__version__, include_journal=include_journal)
+
+
+def _put_snapshot(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
+    _only_query(ctx, ())
+    snapshot.restore_state(conn, body)
+    return 200, {"restored": True}
+
+
 # -- the generic control pipeline ----------------------------------------------------------------
 
 
@@ -307,8 +332,8 @@ class ControlApi:
                 " address; set FAKE_LUCY_ADMIN_TOKEN or --admin-token-file",
             )
 
-    async def _body(self, request: Request, schema: str | None) -> dict[str, Any]:
-        raw = await inputs.read_body(request, self.max_body)
+    async def _body(self, request: Request, schema: str | None, max_body: int) -> dict[str, Any]:
+        raw = await inputs.read_body(request, max_body)
         if schema is None:
             return {}
         body: dict[str, Any] = {}
@@ -320,6 +345,8 @@ class ControlApi:
                 body = parse_json_object(raw)
             except InvalidJSONError as exc:
                 raise ProblemError("invalid_json", str(exc)) from None
+        if schema == ANY_OBJECT:
+            return body
         errors = schema_validator(schema).errors(body)
         if errors:
             raise schema_problem(errors)
@@ -331,6 +358,7 @@ class ControlApi:
         schema: str | None,
         handler: _Handler,
         path_schema: SchemaValidator | None = None,
+        max_body: int | None = None,
     ) -> Response:
         request_id = random_request_id()
         try:
@@ -339,7 +367,7 @@ class ControlApi:
                 errors = path_schema.errors(dict(request.path_params))
                 if errors:
                     raise schema_problem(errors, "a path parameter is invalid")
-            body = await self._body(request, schema)
+            body = await self._body(request, schema, max_body or self.max_body)
             ctx = _Ctx(self.fake, request, request_id)
             if handler is _reset:
                 took = self.fake.reset()
@@ -383,6 +411,9 @@ _ROUTES: list[tuple[str, str, str | None, _Handler]] = [
     ("DELETE", "/faults", None, _clear_faults),
     ("GET", "/requests", None, _list_requests),
     ("GET", "/ledger", None, _list_ledger),
+    ("GET", "/findings", None, _list_findings),
+    ("GET", "/snapshot", None, _get_snapshot),
+    ("PUT", "/snapshot", ANY_OBJECT, _put_snapshot),
 ]
 
 
@@ -398,17 +429,25 @@ def control_router(fake: FakeLucy) -> APIRouter:
             if declared
             else None
         )
+        max_body = int(operations[(method, path)].get("max_body_bytes", api.max_body))
         router.add_api_route(
-            path, _endpoint(api, schema, handler, path_schema), methods=[method], include_in_schema=False
+            path,
+            _endpoint(api, schema, handler, path_schema, max_body),
+            methods=[method],
+            include_in_schema=False,
         )
     return router
 
 
 def _endpoint(
-    api: ControlApi, schema: str | None, handler: _Handler, path_schema: SchemaValidator | None
+    api: ControlApi,
+    schema: str | None,
+    handler: _Handler,
+    path_schema: SchemaValidator | None,
+    max_body: int,
 ) -> Callable[[Request], Awaitable[Response]]:
     # a closure, not default arguments: FastAPI would read those as query parameters of the route
     async def endpoint(request: Request) -> Response:
-        return await api.run(request, schema, handler, path_schema)
+        return await api.run(request, schema, handler, path_schema, max_body)
 
     return endpoint

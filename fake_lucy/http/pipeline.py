@@ -19,7 +19,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from fake_lucy.domain import billing, clock, faults, idempotency, lifecycle, ratelimit, server_state
+from fake_lucy.domain import billing, clock, faults, findings, idempotency, lifecycle, ratelimit, server_state
 from fake_lucy.domain import journal as journaling
 from fake_lucy.domain.errors import DomainError
 from fake_lucy.domain.ids import random_request_id
@@ -55,6 +55,7 @@ from lucy_memory._contract import (
 __all__ = ["V1Pipeline"]
 
 _SCHEMA = {"recall": "recall-request.schema.json", "propose": "propose-request.schema.json"}
+_MAX_SUBJECT = 255  # a proposal id longer than this is kept by its hash
 
 
 @dataclass(slots=True)
@@ -69,7 +70,9 @@ class _Call:
     principal: Principal
     journal: journaling.JournalRow
     now_us: int  # the server clock when the request arrived
+    arrived_us: int  # real time when the request arrived (findings judge real waits)
     faults_armed: bool  # may a fault fire? (at arrival; after step 13, as of its transaction)
+    proposal_id: str | None = None
     headers: dict[str, str] = field(default_factory=dict)  # added to every response
     delay_ms: int = 0
     client_name: str | None = None
@@ -90,6 +93,7 @@ class V1Pipeline:
     # -- the whole pipeline ------------------------------------------------------------------
 
     async def handle(self, request: Request, operation: str, proposal_id: str | None = None) -> Response:
+        arrived_us = clock.real_us()
         request_id = random_request_id()
         incoming = inputs.header_map(request.scope)
         try:
@@ -117,13 +121,18 @@ class V1Pipeline:
                 body_sha256=hashlib.sha256(raw_body).hexdigest(),
             ),
             now_us=start.now_us,
+            arrived_us=arrived_us,
             faults_armed=start.faults_armed,
+            proposal_id=proposal_id,
         )
+        code: str | None = None
         try:
             response = await self._steps(call, proposal_id)
         except DomainError as error:
+            code = error.code
             response = problem_response(error, request_id, call.headers)
         except _Injected as injected:
+            code = injected.fault.code
             response = injected_response(injected.fault, request_id, injected.headers)
         except _Dropped:
             response = DropConnection()
@@ -138,7 +147,45 @@ class V1Pipeline:
             call.journal.status = response.status_code
         with self.fake.db.write() as conn:
             journaling.append(conn, call.journal, max_rows=self.fake.settings.journal_size)
+            self._observe(conn, call, code, response.headers.get("retry-after"))
         return response
+
+    def _observe(
+        self, conn: sqlite3.Connection, call: _Call, code: str | None, retry_after: str | None
+    ) -> list[findings.FindingRecord]:
+        """Findings (SPEC 3.8) on this request, in its journal row's transaction. Returns the
+        findings recorded: the place where each becomes a ``finding`` event (SPEC 3.7), in the
+        same transaction and so in commit order."""
+        journal = call.journal
+        if call.proposal_id is None:
+            subject = journal.body_sha256
+        elif len(call.proposal_id) <= _MAX_SUBJECT:
+            subject = call.proposal_id
+        else:  # a path no proposal id matches: its hash is as good a name and stays small
+            subject = hashlib.sha256(call.proposal_id.encode("utf-8", "surrogatepass")).hexdigest()
+        observation = findings.Observation(
+            request_id=call.request_id,
+            tenant_id=call.principal.tenant_id,
+            credential_id=call.principal.credential_id,
+            operation=call.operation,
+            subject=subject,
+            idempotency_key=journal.idempotency_key,
+            retry_attempt=journal.retry_attempt,
+            status=journal.status,
+            code=code,
+            retry_after=float(retry_after) if retry_after is not None and retry_after.isdigit() else None,
+            arrived_us=call.arrived_us,
+            answered_us=clock.real_us(),
+            clock_us=call.now_us,
+            body_sha256=journal.body_sha256,
+        )
+        return findings.observe(
+            conn,
+            observation,
+            at=journal.at,
+            id_seed=self.fake.ids.seed,
+            max_polls=self.fake.settings.journal_size,
+        )
 
     async def _steps(self, call: _Call, proposal_id: str | None) -> Response:
         self._rate_limit(call, take=False)  # the headers for a refusal at steps 4 and 5
@@ -304,6 +351,7 @@ class V1Pipeline:
         call.journal.status = status
         call.journal.charged = True
         journaling.append(conn, call.journal, max_rows=self.fake.settings.journal_size)
+        self._observe(conn, call, None, None)
         call.journaled = True
 
     def _recall(self, call: _Call, body: dict[str, Any]) -> Response:

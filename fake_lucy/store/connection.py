@@ -34,6 +34,7 @@ class Database:
 
     def __init__(self, path: str) -> None:
         self.path = path
+        self.closed = False
         if path != MEMORY:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         try:
@@ -105,3 +106,4 @@ class Database:
 
     def close(self) -> None:
         self.conn.close()
+        self.closed = True

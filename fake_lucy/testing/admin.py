@@ -179,6 +179,10 @@ class FakeAdmin:
     async def ledger(self, **filters: Any) -> list[dict[str, Any]]:
         return await self._all_pages("/ledger", **filters)
 
+    async def findings(self, **filters: Any) -> list[dict[str, Any]]:
+        """Every finding (SPEC 3.8) matching the filters (``credential_id``, ``code``), oldest first."""
+        return await self._all_pages("/findings", **filters)
+
     async def _all_pages(self, path: str, **filters: Any) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []
         cursor = None

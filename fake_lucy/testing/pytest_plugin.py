@@ -25,6 +25,12 @@ appended to ``.waits``, so after one 429 with ``Retry-After: 3`` a test sees ``w
 
 Each pytest-xdist worker gets its own databases (``tmp_path_factory`` is per worker). Async
 fixtures need an async test runner (anyio's pytest plugin or pytest-asyncio).
+
+Judging the client and keeping a failed test's state (``fake_lucy.testing.strict``):
+``--lucy-strict`` or ``@pytest.mark.lucy_strict`` fails a test whose client produced a finding
+(``@pytest.mark.lucy_allow("code", ...)`` to expect one); ``@pytest.mark.lucy_snapshot("file.json")``
+loads a snapshot before a test; ``--lucy-dump-on-failure DIR`` writes each failed test's snapshot,
+journal and findings.
 """
 
 from __future__ import annotations
@@ -43,6 +49,9 @@ from fake_lucy.testing.fakes import InProcessFake, LiveServer
 
 if TYPE_CHECKING:
     from fake_lucy.testing.clients import RecordingAgentMemoryClient, RecordingSyncAgentMemoryClient
+
+# --lucy-strict, lucy_allow, lucy_snapshot and --lucy-dump-on-failure: their own plugin module.
+pytest_plugins = ["fake_lucy.testing.strict"]
 
 __all__ = [
     "fake_lucy",

@@ -168,3 +168,7 @@ class SyncFakeAdmin:
 
     def ledger(self, **filters: Any) -> list[dict[str, Any]]:
         return self._do(self._admin.ledger, **filters)
+
+    def findings(self, **filters: Any) -> list[dict[str, Any]]:
+        """Every finding (SPEC 3.8) matching the filters, oldest first."""
+        return self._do(self._admin.findings, **filters)

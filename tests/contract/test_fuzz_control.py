@@ -179,3 +179,13 @@ def test_a_revoked_credential_is_answered_401() -> None:
     )
     response = case.call()
     assert response.status_code == 401
+
+
+def test_a_snapshot_put_back_restores_the_state_and_a_broken_one_is_a_422() -> None:
+    TALLY.start("control examples")
+    taken = _control("get_snapshot").json()
+    _control("set_balance", path_parameters={"account": "acct_dev"}, body={"balance": 3})
+    assert _control("put_snapshot", body=taken).json() == {"restored": True}
+    assert _recall().headers["lucy-credits-remaining"] == [str(FUZZ_CREDITS - 1)]
+    broken = _control("put_snapshot", body={**taken, "tenants": "none"})
+    assert (broken.status_code, broken.json()["details"]["errors"][0]["pointer"]) == (422, "/tenants")
