@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hmac
 import json
 import re
@@ -25,7 +23,7 @@ from fake_lucy.domain.principals import (
     revoke_credential,
 )
 from fake_lucy.domain.records import LAST_ACCESSED_AT, memory_dict, proposal_dict
-from fake_lucy.http import inputs
+from fake_lucy.http import cursors, inputs
 from fake_lucy.http.problems import JSON, ProblemError, json_bytes, problem_response
 from fake_lucy.runtime import FakeLucy
 from lucy_memory._contract import (
@@ -96,40 +94,13 @@ def _query_int(ctx: _Ctx, name: str, default: int, low: int, high: int) -> int:
     return int(value)
 
 
-def _cursor(ctx: _Ctx) -> Any:
-    value = ctx.query.get("cursor")
-    if not value:
-        return None
-    try:
-        return json.loads(base64.urlsafe_b64decode(value.encode("ascii") + b"=="))
-    except (ValueError, binascii.Error, UnicodeError):
-        raise _bad_parameter("cursor", "is not a cursor this server issued") from None
-
-
-def _encode_cursor(value: Any) -> str:
-    return base64.urlsafe_b64encode(json.dumps(value).encode()).decode().rstrip("=")
-
-
-_MAX_SQLITE_INTEGER = 2**63 - 1
-
-
-def _is_row_number(value: Any) -> bool:
-    # what a cursor of this server holds: a SQLite integer (a bool or an int too large to bind is not)
-    return type(value) is int and 0 <= value <= _MAX_SQLITE_INTEGER
-
-
 def _seq_cursor(ctx: _Ctx) -> int:
-    value = _cursor(ctx)
-    if value is None:
-        return 0
-    if not _is_row_number(value):
-        raise _bad_parameter("cursor", "is not a cursor this server issued")
-    return int(value)
+    return cursors.decode_seq(ctx.query.get("cursor"))
 
 
 def _page(rows: list[sqlite3.Row], size: int, convert: Callable[[sqlite3.Row], Any]) -> dict[str, Any]:
     items = [convert(row) for row in rows[:size]]
-    next_cursor = _encode_cursor(rows[size - 1]["seq"]) if len(rows) > size else None
+    next_cursor = cursors.encode(rows[size - 1]["seq"]) if len(rows) > size else None
     return {"items": items, "next_cursor": next_cursor}
 
 
@@ -216,7 +187,7 @@ def _list_memories(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) ->
     _query_choice(ctx, "scope_kind", _SCOPE_KINDS)
     history = _query_bool(ctx, "include_history", default=True)
     size = _query_int(ctx, "limit", PAGE_SIZE, 1, MAX_PAGE)
-    after = _cursor(ctx)
+    after = cursors.decode_pair(ctx.query.get("cursor"))
     sql = (
         f"SELECT m.id, m.tenant_id, m.scope_kind, m.scope_id, m.created_at, {LAST_ACCESSED_AT},"  # noqa: S608 - constant
         " v.version, v.kind, v.topic, v.content, v.importance, v.status, v.source, v.updated_at,"
@@ -234,17 +205,13 @@ def _list_memories(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) ->
             sql += f" AND {column} = ?"
             params.append(ctx.query[name])
     if after is not None:
-        if not (
-            isinstance(after, list) and len(after) == 2 and type(after[0]) is str and _is_row_number(after[1])
-        ):
-            raise _bad_parameter("cursor", "is not a cursor this server issued")
         sql += " AND (v.memory_id, v.version) > (?, ?)"
         params.extend(after)
     rows = conn.execute(sql + " ORDER BY v.memory_id, v.version LIMIT ?", [*params, size + 1]).fetchall()
     items = [memory_dict(row) for row in rows[:size]]
     next_cursor = None
     if len(rows) > size:
-        next_cursor = _encode_cursor([rows[size - 1]["id"], rows[size - 1]["version"]])
+        next_cursor = cursors.encode((rows[size - 1]["id"], rows[size - 1]["version"]))
     return 200, {"items": items, "next_cursor": next_cursor}
 
 
