@@ -411,7 +411,7 @@ class ControlApi:
         self.max_body = int(fake.contract["max_body_bytes"])
 
     def _authorise(self, request: Request) -> None:
-        token = inputs.bearer_token(request.headers)
+        token = inputs.bearer_token(inputs.header_map(request.scope))
         if token is None or not hmac.compare_digest(
             token.encode("utf-8"), self.fake.admin_token.encode("utf-8")
         ):

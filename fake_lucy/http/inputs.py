@@ -23,6 +23,7 @@ __all__ = [
 ]
 
 _IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,255}")
+_TOKEN = re.compile(r"[\x21-\x7e]+")  # visible ASCII: no space, tab, control or non-ASCII character
 _RETRY_ATTEMPT = re.compile(r"0|[1-9]|10")  # no sign, no leading zeros (the contract's pattern)
 _CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # C0, DEL and C1
 _VISIBLE_ASCII = re.compile(r"[\x20-\x7e]+")  # on the wire; other text is percent-encoded
@@ -63,12 +64,18 @@ async def read_body(request: Request, limit: int, headers: Mapping[str, str] | N
 
 
 def bearer_token(headers: Mapping[str, str]) -> str | None:
+    """The token of ``Authorization: Bearer <token>``; ``None`` when absent or malformed.
+
+    ``headers`` must come from ``header_map``: a repeated Authorization line is one value joined
+    with ", ", so it carries whitespace inside its token and is malformed, never half-read. The
+    token is one run of visible ASCII (RFC 6750's b64token and any admin token a person may set).
+    """
     value = headers.get("authorization")
     if value is None:
         return None
     scheme, _, token = value.partition(" ")
     token = token.strip(" \t")  # RFC 9110 11.4: one or more spaces after the scheme
-    if scheme.lower() != "bearer" or not token:
+    if scheme.lower() != "bearer" or not _TOKEN.fullmatch(token):
         return None
     return token
 
