@@ -24,6 +24,7 @@ from fake_lucy.domain.principals import (
 )
 from fake_lucy.domain.records import LAST_ACCESSED_AT, memory_dict, proposal_dict
 from fake_lucy.http import cursors, inputs
+from fake_lucy.http.abort import client_gone
 from fake_lucy.http.problems import JSON, ProblemError, json_bytes, problem_response
 from fake_lucy.runtime import FakeLucy
 from lucy_memory._contract import (
@@ -473,6 +474,8 @@ class ControlApi:
                     status, payload = handler(conn, body, ctx)
         except DomainError as error:
             return problem_response(error, request_id)
+        except inputs.ClientGone:  # the body never arrived whole: nothing was changed
+            return client_gone(request)
         headers = {"Lucy-Request-Id": request_id}
         if payload is None:
             return Response(status_code=status, headers=headers)

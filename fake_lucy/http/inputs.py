@@ -7,12 +7,13 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import unquote
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 
 from fake_lucy.domain.principals import PERMISSIONS
 from fake_lucy.http.problems import ProblemError
 
 __all__ = [
+    "ClientGone",
     "bearer_token",
     "client_name",
     "header_map",
@@ -44,8 +45,17 @@ def header_map(scope: Mapping[str, Any]) -> dict[str, str]:
     return headers
 
 
+class ClientGone(Exception):
+    """The client closed the connection before its body was complete: no one is left to answer.
+
+    Not a ``DomainError`` (there is no response to send) and not a bug (nothing to log but a debug
+    line): the request ends before step 3, so it is not charged, changes nothing and is not journaled.
+    """
+
+
 async def read_body(request: Request, limit: int, headers: Mapping[str, str] | None = None) -> bytes:
-    """The raw body, refused with 413 as soon as it passes ``limit`` bytes."""
+    """The raw body, refused with 413 as soon as it passes ``limit`` bytes; ``ClientGone`` when the
+    client disconnects before sending all of it."""
     if headers is None:
         headers = request.headers
     declared = headers.get("content-length")
@@ -55,11 +65,14 @@ async def read_body(request: Request, limit: int, headers: Mapping[str, str] | N
         raise ProblemError("payload_too_large", f"the body is larger than {limit} bytes")
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise ProblemError("payload_too_large", f"the body is larger than {limit} bytes")
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise ProblemError("payload_too_large", f"the body is larger than {limit} bytes")
+            chunks.append(chunk)
+    except ClientDisconnect:
+        raise ClientGone from None
     return b"".join(chunks)
 
 

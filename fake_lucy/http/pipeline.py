@@ -27,7 +27,7 @@ from fake_lucy.domain.principals import Principal, PrincipalCache, Scope
 from fake_lucy.domain.recall import RecallCache, query_terms, recall
 from fake_lucy.domain.records import proposal_dict
 from fake_lucy.http import inputs
-from fake_lucy.http.abort import DropConnection
+from fake_lucy.http.abort import DropConnection, client_gone
 from fake_lucy.http.problems import (
     ERRORS,
     JSON,
@@ -100,6 +100,8 @@ class V1Pipeline:
             principal = self._authenticate(incoming, start.auth_epoch)  # 3
         except DomainError as error:
             return problem_response(error, request_id)
+        except inputs.ClientGone:  # before step 3: nothing charged, changed or journaled
+            return client_gone(request)
         key = inputs.idempotency_key(incoming) if operation == "propose" else None
         attempt = inputs.retry_attempt(incoming)
         call = _Call(
