@@ -76,6 +76,7 @@ class _Call:
     delay_ms: int = 0
     client_name: str | None = None
     journaled: bool = False  # the journal row was written in the request's own transaction
+    secret_key: bool = False  # the Idempotency-Key matches a secret pattern (SPEC 1.5)
 
 
 class V1Pipeline:
@@ -103,6 +104,9 @@ class V1Pipeline:
         except inputs.ClientGone:  # before step 3: nothing charged, changed or journaled
             return client_gone(request)
         key = inputs.idempotency_key(incoming) if operation == "propose" else None
+        secret_key = key is not None and self._looks_secret(incoming, key)
+        if secret_key:
+            key = None  # refused at step 8; the journal row must not keep it (it is written for 4 to 7 too)
         attempt = inputs.retry_attempt(incoming)
         call = _Call(
             request=request,
@@ -122,6 +126,7 @@ class V1Pipeline:
             ),
             now_us=start.now_us,
             faults_armed=start.faults_armed,
+            secret_key=secret_key,
         )
         try:
             response = await self._steps(call, proposal_id)
@@ -257,10 +262,22 @@ class V1Pipeline:
         elif call.raw_body:
             raise ProblemError("unsupported_media_type", "proposal status takes no body")
         call.client_name = inputs.client_name(headers)
+        if call.client_name is not None and self._looks_secret(headers, call.client_name):
+            raise ProblemError(
+                "invalid_header",
+                "the Lucy-Client-Name header looks like a secret (it matches a secret pattern);"
+                " it is neither stored nor echoed",
+            )
         if inputs.retry_attempt(headers) == -1:
             raise ProblemError(
                 "invalid_header",
                 "the Lucy-Retry-Attempt header is malformed: it must be an integer from 0 to 10",
+            )
+        if call.secret_key:  # 8
+            raise ProblemError(
+                "invalid_header",
+                "the Idempotency-Key header looks like a secret (it matches a secret pattern);"
+                " it is neither stored nor echoed",
             )
         if call.operation == "propose" and call.journal.idempotency_key is None:  # 8
             raise ProblemError(
@@ -378,6 +395,12 @@ class V1Pipeline:
             "credits": {"charged": 1, "remaining": remaining},
         }
         return self._success(call, 200, json_bytes(payload), remaining)
+
+    def _looks_secret(self, incoming: Mapping[str, str], value: str) -> bool:
+        """A header value the fake would keep (journal, ``source``) that matches a secret pattern
+        or holds the caller's own token (SPEC 1.5)."""
+        token = inputs.bearer_token(incoming)
+        return self.fake.scanner.find(value, caller_token=token) is not None
 
     def _secret(self, call: _Call, body: dict[str, Any]) -> lifecycle.Placeholder | None:
         token = inputs.bearer_token(call.incoming)
