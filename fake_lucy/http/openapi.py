@@ -136,6 +136,8 @@ def _operation(name: str, op: dict[str, Any], contract: dict[str, Any], base_pat
         "parameters": parameters,
         "responses": responses,
     }
+    if op.get("summary") and op.get("description"):
+        document["description"] = op["description"]
     if op.get("request_schema"):
         document["requestBody"] = {
             "required": not op.get("body_optional", False),
