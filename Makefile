@@ -50,7 +50,7 @@ example: sync
 clean:
 	rm -rf .venv .tools .fake-lucy .mypy_cache .pytest_cache .ruff_cache
 
-# Not part of `make test`: HTTP (wrk), recall growth to 1M memories, in process, MCP; ~6 minutes.
+# Not part of `make test`: HTTP (wrk), recall growth to 1M memories, in process, MCP, a slow recall; ~7 minutes.
 # wrk comes from apt when missing (needs root or sudo); the results go to benchmarks/RESULTS.md.
 bench: | $(UV)
 	$(UV) sync --frozen --all-groups

@@ -14,6 +14,7 @@ LucyMemoryError                      code, status, request_id, retryable, operat
     ├── InvalidJSONError             400 invalid_json (also raised pre-flight, status None)
     ├── InvalidHeaderError           400 invalid_header
     ├── IdempotencyKeyRequiredError  400 idempotency_key_required (also pre-flight, status None)
+    ├── MalformedRequestError        400 malformed_request (the server's HTTP parser refused the bytes)
     ├── UnauthenticatedError         401 unauthenticated
     ├── InsufficientCreditsError     402 insufficient_credits
     ├── PermissionDeniedError        403 permission_denied (also pre-flight, status None)
@@ -25,6 +26,7 @@ LucyMemoryError                      code, status, request_id, retryable, operat
     ├── TopicConflictError           409 topic_conflict
     ├── IdempotencyKeyInUseError     409 idempotency_key_in_use
     ├── PayloadTooLargeError         413 payload_too_large
+    ├── RequestHeaderFieldsTooLargeError  431 request_header_fields_too_large
     ├── UnsupportedMediaTypeError    415 unsupported_media_type
     ├── InvalidRequestError          422 invalid_request (errors; also pre-flight, status None)
     ├── IdempotencyKeyReusedError    422 idempotency_key_reused
@@ -72,12 +74,14 @@ __all__ = [
     "InvalidRequestError",
     "InvalidResponseError",
     "LucyMemoryError",
+    "MalformedRequestError",
     "MemoryNotFoundError",
     "MethodNotAllowedError",
     "NotFoundError",
     "PayloadTooLargeError",
     "PermissionDeniedError",
     "RateLimitedError",
+    "RequestHeaderFieldsTooLargeError",
     "ResponseLostError",
     "ScopeForbiddenError",
     "SecretDetectedError",
@@ -309,6 +313,12 @@ class IdempotencyKeyRequiredError(APIError):
     code = "idempotency_key_required"
 
 
+class MalformedRequestError(APIError):
+    """The server's HTTP parser refused the request before routing (not valid HTTP/1.1)."""
+
+    code = "malformed_request"
+
+
 class UnauthenticatedError(APIError):
     code = "unauthenticated"
 
@@ -382,6 +392,10 @@ class PayloadTooLargeError(APIError):
     code = "payload_too_large"
 
 
+class RequestHeaderFieldsTooLargeError(APIError):
+    code = "request_header_fields_too_large"
+
+
 class UnsupportedMediaTypeError(APIError):
     code = "unsupported_media_type"
 
@@ -445,6 +459,7 @@ _BY_CODE: dict[str, type[APIError]] = {
         InvalidJSONError,
         InvalidHeaderError,
         IdempotencyKeyRequiredError,
+        MalformedRequestError,
         UnauthenticatedError,
         InsufficientCreditsError,
         PermissionDeniedError,
@@ -456,6 +471,7 @@ _BY_CODE: dict[str, type[APIError]] = {
         TopicConflictError,
         IdempotencyKeyInUseError,
         PayloadTooLargeError,
+        RequestHeaderFieldsTooLargeError,
         UnsupportedMediaTypeError,
         InvalidRequestError,
         IdempotencyKeyReusedError,
@@ -477,6 +493,7 @@ _CODE_BY_STATUS: dict[int, str] = {
     405: "method_not_allowed",
     413: "payload_too_large",
     415: "unsupported_media_type",
+    431: "request_header_fields_too_large",
     429: "rate_limited",
     500: "internal",
     502: "bad_gateway",

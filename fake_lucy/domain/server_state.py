@@ -17,7 +17,14 @@ from dataclasses import dataclass
 
 from fake_lucy.domain import clock
 
-__all__ = ["RequestStart", "TransactionState", "at_start", "bump_index_epoch", "in_transaction"]
+__all__ = [
+    "RequestStart",
+    "TransactionState",
+    "at_start",
+    "bump_index_epoch",
+    "in_transaction",
+    "index_epoch",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +67,12 @@ def in_transaction(conn: sqlite3.Connection, account: str) -> TransactionState:
         faults_armed=bool(armed),
         index_epoch=int(index_epoch),
     )
+
+
+def index_epoch(conn: sqlite3.Connection) -> int:
+    """The epoch of the recallable memories, as the caller's snapshot sees them."""
+    (epoch,) = conn.execute("SELECT index_epoch FROM server_state WHERE id = 1").fetchone()
+    return int(epoch)
 
 
 def bump_index_epoch(conn: sqlite3.Connection) -> None:

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hmac
-import json
 import re
 import sqlite3
 from collections.abc import Awaitable, Callable
@@ -22,7 +19,8 @@ from fake_lucy.domain.ids import random_request_id
 from fake_lucy.domain.policy import policy_dict
 from fake_lucy.domain.principals import create_credential, revoke_credential
 from fake_lucy.domain.records import journal_dict, ledger_dict, memory_dict, proposal_dict
-from fake_lucy.http import inputs
+from fake_lucy.http import cursors, inputs
+from fake_lucy.http.abort import client_gone
 from fake_lucy.http.problems import JSON, ProblemError, json_bytes, problem_response, schema_problem
 from fake_lucy.runtime import FakeLucy
 from fake_lucy.store.queries import Page
@@ -96,51 +94,13 @@ def _query_int(ctx: _Ctx, name: str, default: int, low: int, high: int) -> int:
     return int(value)
 
 
-def _cursor(ctx: _Ctx) -> Any:
-    value = ctx.query.get("cursor")
-    if not value:
-        return None
-    try:
-        return json.loads(base64.urlsafe_b64decode(value.encode("ascii") + b"=="))
-    except (ValueError, binascii.Error, UnicodeError):
-        raise _bad_parameter("cursor", "is not a cursor this server issued") from None
-
-
-def _encode_cursor(value: Any) -> str:
-    return base64.urlsafe_b64encode(json.dumps(value).encode()).decode().rstrip("=")
-
-
-_MAX_SQLITE_INTEGER = 2**63 - 1
-
-
-def _is_row_number(value: Any) -> bool:
-    # what a cursor of this server holds: a SQLite integer (a bool or an int too large to bind is not)
-    return type(value) is int and 0 <= value <= _MAX_SQLITE_INTEGER
-
-
 def _seq_cursor(ctx: _Ctx) -> int:
-    value = _cursor(ctx)
-    if value is None:
-        return 0
-    if not _is_row_number(value):
-        raise _bad_parameter("cursor", "is not a cursor this server issued")
-    return int(value)
+    return cursors.decode_seq(ctx.query.get("cursor"))
 
 
 def _page(page: Page[T], convert: Callable[[T], dict[str, Any]]) -> dict[str, Any]:
-    next_cursor = None if page.last is None else _encode_cursor(page.last)
+    next_cursor = None if page.last is None else cursors.encode(page.last)
     return {"items": [convert(item) for item in page.items], "next_cursor": next_cursor}
-
-
-def _memory_cursor(ctx: _Ctx) -> tuple[str, int] | None:
-    after = _cursor(ctx)
-    if after is None:
-        return None
-    if not (
-        isinstance(after, list) and len(after) == 2 and type(after[0]) is str and _is_row_number(after[1])
-    ):
-        raise _bad_parameter("cursor", "is not a cursor this server issued")
-    return after[0], after[1]
 
 
 # -- handlers: (conn, body, ctx) -> (status, payload): parse the arguments, one domain call, the answer
@@ -207,7 +167,7 @@ def _list_memories(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) ->
         scope_kind=scope_kind,
         scope_id=ctx.query.get("scope_id"),
         history=history,
-        after=_memory_cursor(ctx),
+        after=cursors.decode_pair(ctx.query.get("cursor")),
         limit=limit,
     )
     return 200, _page(page, memory_dict)
@@ -320,7 +280,7 @@ class ControlApi:
         self.max_body = int(fake.contract["max_body_bytes"])
 
     def _authorise(self, request: Request) -> None:
-        token = inputs.bearer_token(request.headers)
+        token = inputs.bearer_token(inputs.header_map(request.scope))
         if token is None or not hmac.compare_digest(
             token.encode("utf-8"), self.fake.admin_token.encode("utf-8")
         ):
@@ -377,6 +337,8 @@ class ControlApi:
                     status, payload = handler(conn, body, ctx)
         except DomainError as error:
             return problem_response(error, request_id)
+        except inputs.ClientGone:  # the body never arrived whole: nothing was changed
+            return client_gone(request)
         headers = {"Lucy-Request-Id": request_id}
         if payload is None:
             return Response(status_code=status, headers=headers)

@@ -6,7 +6,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 
 from fake_lucy.http.problems import ProblemError
 from lucy_memory._contract import (
@@ -14,9 +14,11 @@ from lucy_memory._contract import (
     PERMISSIONS,
     decode_client_name,
     valid_idempotency_key,
+    valid_token,
 )
 
 __all__ = [
+    "ClientGone",
     "bearer_token",
     "client_name",
     "header_map",
@@ -42,8 +44,17 @@ def header_map(scope: Mapping[str, Any]) -> dict[str, str]:
     return headers
 
 
+class ClientGone(Exception):
+    """The client closed the connection before its body was complete: no one is left to answer.
+
+    Not a ``DomainError`` (there is no response to send) and not a bug (nothing to log but a debug
+    line): the request ends before step 3, so it is not charged, changes nothing and is not journaled.
+    """
+
+
 async def read_body(request: Request, limit: int, headers: Mapping[str, str] | None = None) -> bytes:
-    """The raw body, refused with 413 as soon as it passes ``limit`` bytes."""
+    """The raw body, refused with 413 as soon as it passes ``limit`` bytes; ``ClientGone`` when the
+    client disconnects before sending all of it."""
     if headers is None:
         headers = request.headers
     declared = headers.get("content-length")
@@ -53,21 +64,30 @@ async def read_body(request: Request, limit: int, headers: Mapping[str, str] | N
         raise ProblemError("payload_too_large", f"the body is larger than {limit} bytes")
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise ProblemError("payload_too_large", f"the body is larger than {limit} bytes")
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise ProblemError("payload_too_large", f"the body is larger than {limit} bytes")
+            chunks.append(chunk)
+    except ClientDisconnect:
+        raise ClientGone from None
     return b"".join(chunks)
 
 
 def bearer_token(headers: Mapping[str, str]) -> str | None:
+    """The token of ``Authorization: Bearer <token>``; ``None`` when absent or malformed.
+
+    ``headers`` must come from ``header_map``: a repeated Authorization line is one value joined
+    with ", ", so it carries whitespace inside its token and is malformed, never half-read. The
+    token is one run of visible ASCII (RFC 6750's b64token and any admin token a person may set).
+    """
     value = headers.get("authorization")
     if value is None:
         return None
     scheme, _, token = value.partition(" ")
     token = token.strip(" \t")  # RFC 9110 11.4: one or more spaces after the scheme
-    if scheme.lower() != "bearer" or not token:
+    if scheme.lower() != "bearer" or not valid_token(token):
         return None
     return token
 

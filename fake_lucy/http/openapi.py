@@ -205,6 +205,8 @@ def _operation(
         "parameters": parameters,
         "responses": responses,
     }
+    if op.get("summary") and op.get("description"):
+        document["description"] = op["description"]
     if op.get("request_schema"):
         document["requestBody"] = {
             "required": not op.get("body_optional", False),

@@ -138,8 +138,13 @@ def render_status(result: ProposalStatusResult) -> str:
 # What is safe to do next, per error code (the operation-specific part is added below).
 _NEXT: dict[str, str] = {
     "invalid_json": "Nothing was executed or charged. Send the arguments as one JSON object.",
-    "invalid_header": "Nothing was executed or charged. This is a server configuration problem; retrying "
-    "will not help.",
+    "invalid_header": "Nothing was executed or charged. A request header was refused: malformed (a server "
+    "configuration problem), or an idempotency_key that looks like a secret (use another key, or omit "
+    "it); retrying the same call will not help.",
+    "malformed_request": "Nothing was executed or charged. The server could not parse the HTTP request; "
+    "this is a transport problem and retrying will not help.",
+    "request_header_fields_too_large": "Nothing was executed or charged. The request's headers are too "
+    "large for the server; this is a transport or configuration problem and retrying will not help.",
     "idempotency_key_required": "Nothing was executed or charged. Give an idempotency_key of "
     f"{IDEMPOTENCY_KEY_RULE}, or omit it to have one derived.",
     "invalid_request": "Nothing was executed or charged. Fix the arguments listed and call again.",
