@@ -12,6 +12,11 @@
 
 Each pytest-xdist worker gets its own database (``tmp_path_factory`` is per worker). Async
 fixtures need an async test runner (anyio's pytest plugin or pytest-asyncio).
+
+Installing the package loads this module into every pytest run in that environment, so it imports
+only pytest at module level: the fake, FastAPI, uvicorn, the SDK and the MCP SDK are imported inside
+the fixtures that use them, and a run that uses none of them pays nothing
+(tests/plugin/test_plugin_cost.py holds this).
 """
 
 from __future__ import annotations
@@ -20,13 +25,15 @@ import shutil
 import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
-from mcp import Client, StdioServerParameters
-from mcp.types import Implementation
 
-from fake_lucy.testing.fakes import InProcessFake, LiveServer
-from lucy_memory import AgentMemoryClient, create_lucy_http_transport
+if TYPE_CHECKING:
+    from mcp import Client, StdioServerParameters
+
+    from fake_lucy.testing.fakes import InProcessFake, LiveServer
+    from lucy_memory import AgentMemoryClient
 
 __all__ = ["fake_lucy", "fake_lucy_server", "lucy_client", "lucy_mcp", "lucy_mcp_parameters"]
 
@@ -35,6 +42,8 @@ PERMISSIONS = ("memory:read", "memory:propose")
 
 @pytest.fixture(scope="session")
 def _fake_lucy_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessFake]:
+    from fake_lucy.testing.fakes import InProcessFake
+
     fake = InProcessFake(tmp_path_factory.mktemp("fake-lucy") / "fake-lucy.sqlite3")
     yield fake
     fake.fake.close()
@@ -49,6 +58,8 @@ def fake_lucy(_fake_lucy_session: InProcessFake) -> InProcessFake:
 
 @pytest.fixture(scope="session")
 def _fake_lucy_server_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    from fake_lucy.testing.fakes import LiveServer
+
     with LiveServer.start(tmp_path_factory.mktemp("fake-lucy-server")) as server:
         yield server
 
@@ -63,6 +74,8 @@ def fake_lucy_server(_fake_lucy_server_session: LiveServer) -> LiveServer:
 @pytest.fixture
 async def lucy_client(fake_lucy: InProcessFake) -> AsyncIterator[AgentMemoryClient]:
     """An SDK client on the in-process fake: dev token, read and propose permissions."""
+    from lucy_memory import AgentMemoryClient, create_lucy_http_transport
+
     client = AgentMemoryClient(
         transport=create_lucy_http_transport(
             base_url=fake_lucy.base_url, allow_insecure_loopback=True, http_transport=fake_lucy.transport
@@ -77,6 +90,8 @@ async def lucy_client(fake_lucy: InProcessFake) -> AsyncIterator[AgentMemoryClie
 
 def lucy_mcp_parameters(server: LiveServer, *, token: str, permissions: str) -> StdioServerParameters:
     """How a host launches ``lucy-memory-mcp`` against ``server``: command and environment only."""
+    from mcp import StdioServerParameters
+
     command = shutil.which("lucy-memory-mcp", path=str(Path(sys.executable).parent)) or shutil.which(
         "lucy-memory-mcp"
     )
@@ -97,6 +112,9 @@ def lucy_mcp_parameters(server: LiveServer, *, token: str, permissions: str) -> 
 @pytest.fixture
 async def lucy_mcp(fake_lucy_server: LiveServer) -> AsyncIterator[Client]:
     """An MCP session to a real ``lucy-memory-mcp`` subprocess on ``fake_lucy_server``."""
+    from mcp import Client
+    from mcp.types import Implementation
+
     parameters = lucy_mcp_parameters(
         fake_lucy_server, token=fake_lucy_server.dev_token, permissions=",".join(PERMISSIONS)
     )
