@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -129,3 +130,7 @@ def test_the_image_copies_everything_the_packages_need() -> None:
     copied = {src for st, i, a in _dockerfile() if i == "COPY" and st == "runtime" for src in a.split()[:-1]}
     for needed in ("pyproject.toml", "uv.lock", "contracts", "schemas", "fake_lucy", "client"):
         assert needed in copied
+    # uv sync needs every workspace member's own pyproject.toml (client/ is the lucy-memory SDK).
+    members = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["uv"]["workspace"]["members"]
+    assert members == ["client"]
+    assert all(member in copied for member in members)
