@@ -13,8 +13,12 @@ RUN := $(UV) run --frozen
 # pytest-xdist: one worker per core (PYTEST_WORKERS=0 runs in this process). worksteal hands each
 # worker one contiguous half of the suite (a module's tests, and its module fixture, mostly stay on
 # one worker) and lets an idle worker take over half of the other's remaining tests.
+# Bytecode caches are what make a warm run fast (each test process, and each server or pytest a
+# test starts, would otherwise compile every module again, and pytest re-rewrite its plugins'
+# modules): the test targets write them even where the environment says PYTHONDONTWRITEBYTECODE.
+# They go to the ignored __pycache__ folders and .venv.
 PYTEST_WORKERS ?= auto
-PYTEST := $(RUN) pytest -W error -n $(PYTEST_WORKERS) --dist worksteal
+PYTEST := env -u PYTHONDONTWRITEBYTECODE $(RUN) pytest -W error -n $(PYTEST_WORKERS) --dist worksteal
 
 .PHONY: serve test test-fast lint typecheck pytest sync fuzz clean bench
 
