@@ -26,7 +26,7 @@ PYTEST := env -u PYTHONDONTWRITEBYTECODE $(RUN) pytest -W error -n $(PYTEST_WORK
 	$(PYTHON) -m venv .tools
 	.tools/bin/python -m pip install --quiet --disable-pip-version-check "uv==$(UV_VERSION)"
 
-.venv/.synced: pyproject.toml uv.lock | $(UV)
+.venv/.synced: pyproject.toml client/pyproject.toml uv.lock | $(UV)
 	$(UV) sync --frozen --group dev
 	@touch $@
 

@@ -21,6 +21,7 @@ from mcp import Client, StdioServerParameters
 from mcp_types import Implementation
 
 from fake_lucy.testing import LiveServer
+from fake_lucy.testing.fakes import STARTUP_LIMIT
 
 pytestmark = pytest.mark.slow
 
@@ -175,7 +176,7 @@ async def test_lucy_memory_mcp_from_the_sdk_alone_serves_a_host_against_the_fake
             "LUCY_MEMORY_ALLOW_INSECURE_LOOPBACK": "1",
         },
     )
-    with anyio.fail_after(120):
+    with anyio.fail_after(STARTUP_LIMIT):
         async with Client(params, client_info=Implementation(name="sdk-alone", version="1")) as client:
             assert client.server_info is not None
             assert (client.server_info.name, client.server_info.version) == ("lucy-memory-mcp", "0.1.0")
