@@ -6,6 +6,7 @@ uv.lock, so the uv cache serves them), then the environment is checked as a user
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -13,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import tomllib
+from importlib.metadata import packages_distributions
 from pathlib import Path
 
 import anyio
@@ -119,9 +121,29 @@ def test_the_sdk_alone_brings_no_web_server_and_no_database_layer(sdk_env: Fresh
         assert set(installed[name]) <= {"mcp", "sse-starlette"}, (name, installed[name])
 
 
-def test_the_sdk_declares_what_the_package_imports() -> None:
+def _imported_distributions(package: Path) -> set[str]:
+    """The distributions whose top-level modules the package's files import (outside the stdlib)."""
+    modules: set[str] = set()
+    for path in package.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                modules.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                modules.add(node.module.split(".")[0])
+    third_party = modules - set(sys.stdlib_module_names) - {package.name}
+    providers = packages_distributions()
+    assert third_party <= providers.keys(), third_party - providers.keys()
+    return {_normalized(dist) for module in third_party for dist in providers[module]}
+
+
+def _normalized(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def test_the_sdk_declares_exactly_what_it_imports_and_the_mcp_console_script() -> None:
     client = tomllib.loads((ROOT / "client" / "pyproject.toml").read_text(encoding="utf-8"))
-    declared = {re.split(r"[<>=!~;\[ ]", requirement)[0] for requirement in client["project"]["dependencies"]}
+    declared = {_normalized(re.split(r"[<>=!~;\[ ]", req)[0]) for req in client["project"]["dependencies"]}
+    assert declared == _imported_distributions(ROOT / "client" / "lucy_memory")
     assert declared.isdisjoint(SERVER_ONLY | VIA_MCP)
     assert client["project"]["scripts"] == {"lucy-memory-mcp": "lucy_memory.mcp.__main__:main"}
 
