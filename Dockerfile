@@ -6,8 +6,10 @@ ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 UV_LINK_MODE=copy UV_PROJECT_EN
 RUN pip install --no-cache-dir "uv==0.13.8"
 WORKDIR /app
 # The locked dependencies in their own layer: a change to the source does not reinstall them.
+# (uv needs every workspace member's pyproject.toml to resolve: client/ is the lucy-memory SDK.)
 COPY pyproject.toml uv.lock ./
-RUN uv sync --frozen --no-dev --no-install-project
+COPY client/pyproject.toml ./client/
+RUN uv sync --frozen --no-dev --no-install-workspace
 COPY README.md ./
 COPY contracts ./contracts
 COPY schemas ./schemas
@@ -30,7 +32,7 @@ CMD ["fake-lucy", "serve"]
 
 FROM runtime AS test
 USER root
-RUN uv sync --frozen --group dev --no-install-project
+RUN uv sync --frozen --group dev --no-install-workspace
 COPY tests ./tests
 COPY e2e ./e2e
 RUN uv sync --frozen --group dev && chown lucy /app

@@ -1,21 +1,33 @@
 # Two commands do all setup on a fresh machine (Python >= 3.11 and make):
 #   make serve   run the fake with the dev seed on 127.0.0.1:8787
-#   make test    lint, type-check and run the whole suite
-#   make fuzz    the schemathesis runs of tests/contract with the deep profile
-#   make example the README's SDK example (docs/sdk_example.py) against a running `make serve`
+#   make test    lint, type-check and run the whole suite (in parallel, pytest-xdist)
+# While developing:
+#   make test-fast   the suite without the tests marked slow (those that start processes of
+#                    their own: fake-lucy serve, lucy-memory-mcp, pytest, a fresh virtual environment)
+#   make fuzz        the schemathesis runs of tests/contract with the deep profile
+#   make example     the README's SDK example (docs/sdk_example.py) against a running `make serve`
 SHELL := /bin/bash
 PYTHON ?= python3
 UV_VERSION := 0.13.8
 UV := $(shell command -v uv 2>/dev/null || echo .tools/bin/uv)
 RUN := $(UV) run --frozen
+# pytest-xdist: one worker per core (PYTEST_WORKERS=0 runs in this process). worksteal hands each
+# worker one contiguous half of the suite (a module's tests, and its module fixture, mostly stay on
+# one worker) and lets an idle worker take over half of the other's remaining tests.
+# Bytecode caches are what make a warm run fast (each test process, and each server or pytest a
+# test starts, would otherwise compile every module again, and pytest re-rewrite its plugins'
+# modules): the test targets write them even where the environment says PYTHONDONTWRITEBYTECODE.
+# They go to the ignored __pycache__ folders and .venv.
+PYTEST_WORKERS ?= auto
+PYTEST := env -u PYTHONDONTWRITEBYTECODE $(RUN) pytest -W error -n $(PYTEST_WORKERS) --dist worksteal
 
-.PHONY: serve test lint typecheck pytest sync fuzz clean bench example
+.PHONY: serve test test-fast lint typecheck pytest sync fuzz clean bench example
 
 .tools/bin/uv:
 	$(PYTHON) -m venv .tools
 	.tools/bin/python -m pip install --quiet --disable-pip-version-check "uv==$(UV_VERSION)"
 
-.venv/.synced: pyproject.toml uv.lock | $(UV)
+.venv/.synced: pyproject.toml client/pyproject.toml uv.lock | $(UV)
 	$(UV) sync --frozen --group dev
 	@touch $@
 
@@ -32,9 +44,12 @@ typecheck: sync
 	$(RUN) mypy
 
 pytest: sync
-	$(RUN) pytest -W error
+	$(PYTEST)
 
 test: lint typecheck pytest
+
+test-fast: lint typecheck
+	$(PYTEST) -m "not slow"
 
 # schemathesis over both OpenAPI documents with many more examples (make test runs the fast profile);
 # LUCY_FUZZ_SEED=<n> replays a run, its seed is printed in the summary

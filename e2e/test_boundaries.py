@@ -6,7 +6,7 @@ import pytest
 
 from e2e.helpers import PROJECT, fail, propose, recall
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 
 async def test_a_secret_is_refused_before_any_request_reaches_the_fake(fake, new_agent) -> None:

@@ -6,7 +6,7 @@ import pytest
 
 from e2e.helpers import PROJECT, call, fail, idempotency_key_in, propose, recall, status, text
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 
 async def _spent(fake, agent) -> list[str]:

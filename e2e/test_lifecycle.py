@@ -6,7 +6,7 @@ import pytest
 
 from e2e.helpers import PROJECT, propose, recall, status, text
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 
 async def test_propose_pending_approve_then_recalled_with_id_and_version(fake, new_agent) -> None:

@@ -46,7 +46,3 @@ def live(fake_lucy_server: LiveServer) -> LiveServer:
 async def live_admin(live: LiveServer) -> AsyncIterator[FakeAdmin]:
     async with live.client(live.admin_token, event_hooks=HOOKS) as client:
         yield FakeAdmin(client)
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "slow: a test that starts extra processes")

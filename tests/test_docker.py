@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -129,6 +130,10 @@ def test_the_image_copies_everything_the_packages_need() -> None:
     copied = {src for st, i, a in _dockerfile() if i == "COPY" and st == "runtime" for src in a.split()[:-1]}
     for needed in ("pyproject.toml", "uv.lock", "contracts", "schemas", "fake_lucy", "client"):
         assert needed in copied
+    # uv sync needs every workspace member's own pyproject.toml (client/ is the lucy-memory SDK).
+    members = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["uv"]["workspace"]["members"]
+    assert members == ["client"]
+    assert all(member in copied for member in members)
 
 
 def _stage(stage: str) -> list[tuple[str, str]]:
@@ -140,13 +145,14 @@ def test_the_locked_dependencies_are_installed_in_a_layer_before_the_source() ->
     syncs = [i for i, (instruction, argument) in enumerate(runtime) if "uv sync" in argument]
     assert len(syncs) == 2
     dependencies, project = syncs
-    assert "--no-install-project" in runtime[dependencies][1]
+    assert "--no-install-workspace" in runtime[dependencies][1]
     assert "--frozen" in runtime[dependencies][1]
-    assert "--no-install-project" not in runtime[project][1]
+    assert "--no-install" not in runtime[project][1]
     before = [
         argument.split()[:-1] for instruction, argument in runtime[:dependencies] if instruction == "COPY"
     ]
-    assert before == [["pyproject.toml", "uv.lock"]]  # only what the dependency layer depends on
+    # only what the dependency layer depends on: the lock and each workspace member's pyproject.toml
+    assert before == [["pyproject.toml", "uv.lock"], ["client/pyproject.toml"]]
     source = {
         src
         for instruction, argument in runtime[dependencies:project]

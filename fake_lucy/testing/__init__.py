@@ -11,15 +11,37 @@ with LiveServer.start(tmp_path) as server:                 # real uvicorn on 127
 ```
 """
 
-from fake_lucy.testing.admin import AdminError, FakeAdmin
-from fake_lucy.testing.clients import (
-    RecordedWaits,
-    RecordingAgentMemoryClient,
-    RecordingSyncAgentMemoryClient,
-)
-from fake_lucy.testing.fakes import InProcessFake, LiveServer, ServeProcess
-from fake_lucy.testing.sync_admin import SyncFakeAdmin
-from fake_lucy.testing.transport import InProcessTransport
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from fake_lucy.testing.admin import AdminError, FakeAdmin
+    from fake_lucy.testing.clients import (
+        RecordedWaits,
+        RecordingAgentMemoryClient,
+        RecordingSyncAgentMemoryClient,
+    )
+    from fake_lucy.testing.fakes import InProcessFake, LiveServer, ServeProcess
+    from fake_lucy.testing.sync_admin import SyncFakeAdmin
+    from fake_lucy.testing.transport import InProcessTransport
+
+# Loaded on first use (PEP 562): the pytest plugin, fake_lucy.testing.pytest_plugin, is imported by
+# every pytest run where the package is installed, and importing this package must not pull in the
+# fake, FastAPI and uvicorn for a run that never uses them.
+_HOMES = {
+    "AdminError": "fake_lucy.testing.admin",
+    "FakeAdmin": "fake_lucy.testing.admin",
+    "InProcessFake": "fake_lucy.testing.fakes",
+    "LiveServer": "fake_lucy.testing.fakes",
+    "ServeProcess": "fake_lucy.testing.fakes",
+    "InProcessTransport": "fake_lucy.testing.transport",
+    "RecordedWaits": "fake_lucy.testing.clients",
+    "RecordingAgentMemoryClient": "fake_lucy.testing.clients",
+    "RecordingSyncAgentMemoryClient": "fake_lucy.testing.clients",
+    "SyncFakeAdmin": "fake_lucy.testing.sync_admin",
+}
 
 __all__ = [
     "AdminError",
@@ -33,3 +55,9 @@ __all__ = [
     "ServeProcess",
     "SyncFakeAdmin",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(_HOMES[name]), name)

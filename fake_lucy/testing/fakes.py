@@ -9,7 +9,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,11 @@ from fake_lucy.testing.admin import FakeAdmin
 from fake_lucy.testing.sync_admin import SyncFakeAdmin
 from fake_lucy.testing.transport import InProcessTransport
 
-__all__ = ["InProcessFake", "LiveServer", "ServeProcess"]
+__all__ = ["STARTUP_LIMIT", "InProcessFake", "LiveServer", "ServeProcess"]
+
+# How long a server that is alive and still starting is waited for. Generous: on a busy 2-core
+# machine a process that imports the app can take tens of seconds; one that dies fails at once.
+STARTUP_LIMIT = 120.0
 
 
 def _settings(database: Path | str, **options: Any) -> FakeLucySettings:
@@ -134,7 +138,8 @@ class LiveServer(_Shape):
 
     def _run(self) -> None:
         self.thread.start()
-        if not self._settled.wait(timeout=10) or not self.server.started:
+        # Settled as soon as the server serves or its thread ends (a failed start fails at once).
+        if not self._settled.wait(timeout=STARTUP_LIMIT) or not self.server.started:
             raise RuntimeError("the fake's uvicorn server did not start")
 
     def stop(self) -> None:
@@ -176,18 +181,35 @@ class ServeProcess(_Shape):
             text=True,
         )
 
-    def wait_ready(self, timeout: float = 20) -> None:
-        # Another process: nothing to wait on but its socket, so poll /healthz briefly.
+    def wait_until(self, ready: Callable[[], bool], what: str, timeout: float = STARTUP_LIMIT) -> None:
+        """Poll ``ready()`` as long as the process lives, at most ``timeout`` seconds.
+
+        A busy machine can take many seconds to start ``--workers 2``, so there is no short fixed
+        limit; a process that exits fails at once, with its stderr. Another process gives nothing to
+        wait on but its socket, so this polls, less often as it goes.
+        """
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        pause = 0.005
+        while True:
             if self.process.poll() is not None:
                 _, err = self.process.communicate()
-                raise RuntimeError(f"fake-lucy serve exited with {self.process.returncode}: {err}")
-            with contextlib.suppress(httpx.TransportError):
-                if httpx.get(self.base_url + "/healthz", timeout=1).status_code == 200:
-                    return
-            time.sleep(0.02)
-        raise RuntimeError("fake-lucy serve did not become ready")
+                raise RuntimeError(f"fake-lucy serve exited with {self.process.returncode}: {err.strip()}")
+            if ready():
+                return
+            if time.monotonic() >= deadline:
+                raise RuntimeError(f"fake-lucy serve is running but not {what} after {timeout:.0f} s")
+            time.sleep(pause)
+            pause = min(pause * 2, 0.1)
+
+    def healthy(self) -> bool:
+        """Whether ``/healthz`` answers 200 now."""
+        with contextlib.suppress(httpx.TransportError):
+            return httpx.get(self.base_url + "/healthz", timeout=5).status_code == 200
+        return False
+
+    def wait_ready(self, timeout: float = STARTUP_LIMIT) -> None:
+        """Until ``/healthz`` answers (see ``wait_until``)."""
+        self.wait_until(self.healthy, "ready", timeout)
 
     def stop(self) -> tuple[str, str]:
         self.process.terminate()

@@ -31,6 +31,11 @@ Judging the client and keeping a failed test's state (``fake_lucy.testing.strict
 (``@pytest.mark.lucy_allow("code", ...)`` to expect one); ``@pytest.mark.lucy_snapshot("file.json")``
 loads a snapshot before a test; ``--lucy-dump-on-failure DIR`` writes each failed test's snapshot,
 journal and findings.
+
+Installing the package loads this module into every pytest run in that environment, so it imports
+only pytest at module level: the fake, FastAPI, uvicorn, the SDK and the MCP SDK are imported inside
+the fixtures that use them, and a run that uses none of them pays nothing
+(tests/plugin/test_plugin_cost.py holds this).
 """
 
 from __future__ import annotations
@@ -42,13 +47,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from mcp import Client, StdioServerParameters
-from mcp.types import Implementation
-
-from fake_lucy.testing.fakes import InProcessFake, LiveServer
 
 if TYPE_CHECKING:
+    from mcp import Client, StdioServerParameters
+
     from fake_lucy.testing.clients import RecordingAgentMemoryClient, RecordingSyncAgentMemoryClient
+    from fake_lucy.testing.fakes import InProcessFake, LiveServer
 
 # --lucy-strict, lucy_allow, lucy_snapshot and --lucy-dump-on-failure: their own plugin module.
 pytest_plugins = ["fake_lucy.testing.strict"]
@@ -73,6 +77,8 @@ def _permissions() -> tuple[str, ...]:
 
 @pytest.fixture(scope="session")
 def _fake_lucy_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessFake]:
+    from fake_lucy.testing.fakes import InProcessFake
+
     fake = InProcessFake(tmp_path_factory.mktemp("fake-lucy") / "fake-lucy.sqlite3")
     yield fake
     fake.fake.close()
@@ -87,6 +93,8 @@ def fake_lucy(_fake_lucy_session: InProcessFake) -> InProcessFake:
 
 @pytest.fixture(scope="session")
 def _fake_lucy_server_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    from fake_lucy.testing.fakes import LiveServer
+
     with LiveServer.start(tmp_path_factory.mktemp("fake-lucy-server")) as server:
         yield server
 
@@ -158,6 +166,8 @@ def lucy_sync_client(fake_lucy_server: LiveServer) -> Iterator[RecordingSyncAgen
 
 def lucy_mcp_parameters(server: LiveServer, *, token: str, permissions: str) -> StdioServerParameters:
     """How a host launches ``lucy-memory-mcp`` against ``server``: command and environment only."""
+    from mcp import StdioServerParameters
+
     command = shutil.which("lucy-memory-mcp", path=str(Path(sys.executable).parent)) or shutil.which(
         "lucy-memory-mcp"
     )
@@ -178,6 +188,9 @@ def lucy_mcp_parameters(server: LiveServer, *, token: str, permissions: str) -> 
 @pytest.fixture
 async def lucy_mcp(fake_lucy_server: LiveServer) -> AsyncIterator[Client]:
     """An MCP session to a real ``lucy-memory-mcp`` subprocess on ``fake_lucy_server``."""
+    from mcp import Client
+    from mcp.types import Implementation
+
     parameters = lucy_mcp_parameters(
         fake_lucy_server, token=fake_lucy_server.dev_token, permissions=",".join(_permissions())
     )

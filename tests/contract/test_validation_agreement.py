@@ -9,6 +9,7 @@ many, a multi-byte string at a byte limit, an unknown or a missing property, 7.0
 
 from __future__ import annotations
 
+import functools
 import re
 from decimal import Decimal
 from enum import IntEnum, StrEnum
@@ -185,9 +186,15 @@ def test_the_two_validators_agree_on_responses(name: str, data: st.DataObject) -
     _draw_and_compare(name, data)
 
 
+@functools.cache
+def _drawn(name: str) -> st.SearchStrategy[Any]:
+    """The strategy for one schema, built once (not again for every example)."""
+    return instances(_inline_refs(schema_validator(name).schema))
+
+
 def _draw_and_compare(name: str, data: st.DataObject) -> None:
     validator = schema_validator(name)
-    valid = data.draw(instances(_inline_refs(validator.schema)), label="drawn")
+    valid = data.draw(_drawn(name), label="drawn")
     _agree(validator, valid)
     _agree(validator, data.draw(near_misses(valid), label="near miss"))
 

@@ -154,10 +154,14 @@ def test_every_rate_and_wait_gives_the_exact_retry_after() -> None:
     )
     second = 1_000_000
     for rate in range(1, 121):
+        for _ in range(rate):  # a full bucket, emptied once per rate; each wait starts from a copy
+            assert ratelimit.take_token(conn, credential_id=f"c{rate}", per_minute=rate, now_us=0).allowed
+        emptied = conn.execute(
+            "SELECT tokens, updated_us FROM rate_buckets WHERE credential_id = ?", (f"c{rate}",)
+        ).fetchone()
         for wait in range(1, 60):
             credential = f"c{rate}-{wait}"
-            for _ in range(rate):
-                assert ratelimit.take_token(conn, credential_id=credential, per_minute=rate, now_us=0).allowed
+            conn.execute("INSERT INTO rate_buckets VALUES (?, ?, ?)", (credential, *emptied))
             tokens = Fraction(rate * wait, 60)
             state = ratelimit.take_token(
                 conn, credential_id=credential, per_minute=rate, now_us=wait * second

@@ -8,7 +8,7 @@ accepted it: the scenarios run only once both workers hold some of the connectio
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -29,19 +29,35 @@ pytestmark = [
 ESTABLISHED = "01"
 
 
-def connections_by_pid(port: int) -> dict[str, int]:
-    """The established connections to ``port`` (server side): socket inode → the pid holding it."""
+def server_pids(server: ServeProcess) -> set[int]:
+    """The ``fake-lucy serve`` process and its descendants (the supervisor's uvicorn workers)."""
+    pids, pending = set(), [server.process.pid]
+    while pending:
+        pid = pending.pop()
+        pids.add(pid)
+        for children in Path(f"/proc/{pid}/task").glob("*/children"):
+            with contextlib.suppress(OSError):
+                pending.extend(int(child) for child in children.read_text().split())
+    return pids
+
+
+def connections_by_pid(server: ServeProcess) -> dict[str, int]:
+    """The established connections to the server's port (server side): socket inode → the pid holding it.
+
+    Only the server's own processes are searched, so a machine running many others stays fast.
+    """
     inodes = set()
     for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
         fields = line.split()
-        if int(fields[1].rsplit(":", 1)[1], 16) == port and fields[3] == ESTABLISHED:
+        if int(fields[1].rsplit(":", 1)[1], 16) == server.port and fields[3] == ESTABLISHED:
             inodes.add(f"socket:[{fields[9]}]")
     held: dict[str, int] = {}
-    for fd in Path("/proc").glob("[0-9]*/fd/*"):
-        with contextlib.suppress(OSError):
-            target = str(fd.readlink())
-            if target in inodes:
-                held[target] = int(fd.parts[2])
+    for pid in server_pids(server):
+        for fd in Path(f"/proc/{pid}/fd").glob("*"):
+            with contextlib.suppress(OSError):
+                target = str(fd.readlink())
+                if target in inodes:
+                    held[target] = pid
     return held
 
 
@@ -52,10 +68,10 @@ async def clients_on_both_workers(
     clients: list[tuple[httpx.AsyncClient, int]] = []
     for _ in range(count * 10):
         client = await stack.enter_async_context(server.client(event_hooks=HOOKS, timeout=30))
-        before = connections_by_pid(server.port)
+        before = connections_by_pid(server)
         assert (await client.get("/healthz")).status_code == 200
         # New sockets only: a worker may close an idle keep-alive connection meanwhile.
-        gained = {pid for inode, pid in connections_by_pid(server.port).items() if inode not in before}
+        gained = {pid for inode, pid in connections_by_pid(server).items() if inode not in before}
         assert len(gained) == 1, gained
         clients.append((client, gained.pop()))
         if len(clients) >= count and len({pid for _, pid in clients[-count:]}) == 2:
@@ -63,10 +79,29 @@ async def clients_on_both_workers(
     raise AssertionError("the connections never reached both workers")
 
 
+def both_workers_answer(server: ServeProcess) -> Callable[[], bool]:
+    """A readiness check: one new connection per call, true once each of two workers accepted one.
+
+    ``/healthz`` answers as soon as the first worker serves; on a busy machine the second can take
+    seconds longer, and until then every connection lands on the first.
+    """
+    seen: set[int] = set()
+
+    def check() -> bool:
+        with httpx.Client(base_url=server.base_url) as client:
+            before = connections_by_pid(server)
+            if client.get("/healthz").status_code == 200:
+                seen.update(pid for inode, pid in connections_by_pid(server).items() if inode not in before)
+        return len(seen) >= 2
+
+    return check
+
+
 @pytest.fixture(scope="module")
 def _two_workers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
     database = tmp_path_factory.mktemp("workers") / "shared.sqlite3"
     with ServeProcess.start(["--workers", "2", "--database", str(database)]) as server:
+        server.wait_until(both_workers_answer(server), "serving on both workers")
         yield server
 
 

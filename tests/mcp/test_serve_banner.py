@@ -13,6 +13,7 @@ from mcp import Client, StdioServerParameters
 from mcp_types import Implementation
 
 from fake_lucy.testing import ServeProcess
+from fake_lucy.testing.fakes import STARTUP_LIMIT
 from tests.mcp.helpers import text_of
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -25,7 +26,7 @@ async def _read_configuration(server: ServeProcess) -> dict[str, Any]:
     stdout = server.process.stdout
     assert stdout is not None
     block: list[str] = []
-    with anyio.fail_after(30):
+    with anyio.fail_after(STARTUP_LIMIT):
         while True:
             line = await anyio.to_thread.run_sync(stdout.readline)
             assert line, "the banner ended without an MCP host configuration"
@@ -55,7 +56,7 @@ async def test_serve_prints_an_mcp_host_configuration_that_runs_against_it(tmp_p
             "LUCY_MEMORY_TOKEN": "lucy-dev-token",
         }
         params = StdioServerParameters(command=entry["command"], args=entry["args"], env=entry["env"])
-        with anyio.fail_after(60):
+        with anyio.fail_after(STARTUP_LIMIT):
             async with Client(
                 params, mode="legacy", client_info=Implementation(name="banner", version="1")
             ) as c:

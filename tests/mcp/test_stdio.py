@@ -21,6 +21,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp_types import Implementation
 
+from fake_lucy.testing.fakes import STARTUP_LIMIT
 from tests.mcp.helpers import BOTH, PROJECT, one_line, proposal_args, text_of, write_transport_module
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -69,7 +70,7 @@ async def test_the_base_url_path_serves_a_2026_07_28_host(live, live_admin, tmp_
         ),
     )
     stderr_path = tmp_path / "stderr.txt"
-    with stderr_path.open("w") as errlog, anyio.fail_after(60):
+    with stderr_path.open("w") as errlog, anyio.fail_after(STARTUP_LIMIT):
         async with Client(
             stdio_client(params, errlog=errlog),
             mode="2026-07-28",
@@ -113,7 +114,7 @@ class RawSession:
         assert self.process.stdout is not None
         stdout: IO[str] = self.process.stdout
         while True:
-            with anyio.fail_after(30):
+            with anyio.fail_after(STARTUP_LIMIT):
                 line = await anyio.to_thread.run_sync(stdout.readline)
             assert line, "the server closed stdout"
             self.stdout_lines.append(line)
@@ -156,7 +157,7 @@ async def test_the_transport_module_path_serves_an_initialize_host_with_only_pro
         assert process.stdout is not None
         assert process.stderr is not None
         process.stdin.close()  # the host goes away: the server must end on its own
-        with anyio.fail_after(30):
+        with anyio.fail_after(STARTUP_LIMIT):
             rest = await anyio.to_thread.run_sync(process.stdout.read)
             stderr = await anyio.to_thread.run_sync(process.stderr.read)
             await anyio.to_thread.run_sync(process.wait)
@@ -278,7 +279,7 @@ def misconfigured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str
     results = {}
     try:
         for name, (process, expected) in started.items():
-            out, err = process.communicate(json.dumps(INITIALIZE) + "\n", timeout=60)
+            out, err = process.communicate(json.dumps(INITIALIZE) + "\n", timeout=STARTUP_LIMIT)
             results[name] = (process.returncode, out, err, expected)
     finally:
         for process, _ in started.values():

@@ -66,32 +66,6 @@ USER_TESTS = textwrap.dedent(
 
 
 @pytest.mark.slow
-def test_a_users_suite_gets_the_fixtures_and_isolation_under_xdist(tmp_path) -> None:
-    (tmp_path / "test_user_suite.py").write_text(USER_TESTS)
-    result = subprocess.run(  # noqa: S603 - our own interpreter
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "-n",
-            "2",
-            "-W",
-            "error",
-            str(tmp_path / "test_user_suite.py"),
-        ],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "4 passed" in result.stdout
-
-
 async def test_lucy_mcp_is_a_session_to_the_real_stdio_server(lucy_mcp, fake_lucy_server) -> None:
     tools = {tool.name for tool in (await lucy_mcp.list_tools()).tools}
     assert tools == {"memory_recall", "memory_propose", "memory_proposal_status"}
@@ -101,21 +75,70 @@ async def test_lucy_mcp_is_a_session_to_the_real_stdio_server(lucy_mcp, fake_luc
     assert [(row["operation"], row["status"]) for row in journal] == [("recall", 200)]
 
 
-@pytest.mark.slow
-def test_the_readme_plugin_examples_pass_as_a_users_suite(tmp_path) -> None:
+def _readme_examples() -> list[str]:
+    """The README's plugin examples: a conftest, an async and a sync test module."""
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
     section = readme.split("## In your tests: the pytest plugin", 1)[1].split("\n## ", 1)[0]
-    conftest, asynchronous, synchronous = re.findall(r"```python\n(.*?)```", section, re.DOTALL)
-    (tmp_path / "conftest.py").write_text(conftest)
-    (tmp_path / "test_readme_example.py").write_text(asynchronous)
-    (tmp_path / "test_readme_sync_example.py").write_text(synchronous)
+    return re.findall(r"```python\n(.*?)```", section, re.DOTALL)
+
+
+@pytest.fixture(scope="module")
+def users_suite(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
+    """A user's suite (the README's example and USER_TESTS), run once as ``pytest -n 2`` in a process.
+
+    Returns the outcome of each test by file (from the ``-rA`` summary), and the exit status. pytest
+    starts three interpreters here (xdist's controller and two workers); this project's own
+    test-only plugins (schemathesis, hypothesis) are left out of them: a user's suite has no need
+    of them.
+    """
+    suite = tmp_path_factory.mktemp("users-suite")
+    conftest, asynchronous, synchronous = _readme_examples()
+    (suite / "conftest.py").write_text(conftest)
+    (suite / "test_readme_example.py").write_text(asynchronous)
+    (suite / "test_readme_sync_example.py").write_text(synchronous)
+    (suite / "test_user_suite.py").write_text(USER_TESTS)
     result = subprocess.run(  # noqa: S603 - our own interpreter
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "error", str(tmp_path)],
-        cwd=tmp_path,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-rA",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:schemathesis",
+            "-p",
+            "no:hypothesispytest",
+            "-n",
+            "2",
+            "-W",
+            "error",
+            str(suite),
+        ],
+        cwd=suite,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=300,
         check=False,
     )
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "4 passed" in result.stdout
+    outcomes: dict[str, list[str]] = {}
+    for outcome, file in re.findall(
+        r"^(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS) (\w+)\.py", result.stdout, re.M
+    ):
+        outcomes.setdefault(file, []).append(outcome)
+    outcomes["exit"] = [str(result.returncode), result.stdout[-3000:] + result.stderr[-3000:]]
+    return outcomes
+
+
+@pytest.mark.slow
+def test_a_users_suite_gets_the_fixtures_and_isolation_under_xdist(users_suite) -> None:
+    assert users_suite.get("test_user_suite") == ["PASSED"] * 4, users_suite["exit"]
+
+
+@pytest.mark.slow
+def test_the_readme_plugin_example_passes_as_a_users_suite(users_suite) -> None:
+    _, asynchronous, synchronous = _readme_examples()
+    assert users_suite.get("test_readme_example") == ["PASSED"] * asynchronous.count("def test_")
+    assert users_suite.get("test_readme_sync_example") == ["PASSED"] * synchronous.count("def test_")
+    assert users_suite["exit"][0] == "0", users_suite["exit"]

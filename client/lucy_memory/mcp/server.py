@@ -175,7 +175,7 @@ class LucyMemoryTools:
 def create_server(tools_: LucyMemoryTools) -> Server[Any]:
     return Server(
         SERVER_NAME,
-        version=version("lucy-agent-memory-reference"),
+        version=version("lucy-memory"),
         instructions=_INSTRUCTIONS,
         on_list_tools=tools_.list_tools,
         on_call_tool=tools_.call_tool,

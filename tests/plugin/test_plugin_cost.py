@@ -1,0 +1,51 @@
+"""The plugin costs nothing when unused: loading it imports neither the fake nor its web stack."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+# What a pytest run pays for only when a test asks for one of the plugin's fixtures.
+HEAVY = (
+    "fake_lucy.app",
+    "fake_lucy.runtime",
+    "fake_lucy.testing.fakes",
+    "fastapi",
+    "starlette",
+    "uvicorn",
+    "sqlmodel",
+    "sqlalchemy",
+    "mcp",
+    "lucy_memory",
+)
+
+
+def test_importing_the_plugin_module_imports_none_of_what_its_fixtures_import(tmp_path) -> None:
+    script = (
+        "import json, sys\n"
+        f"heavy = {list(HEAVY)!r}\n"
+        "import fake_lucy.testing.pytest_plugin\n"
+        "print(json.dumps([m for m in heavy if m in sys.modules]))\n"
+        "import fake_lucy.testing.fakes\n"  # what the fixtures import, for contrast
+        "print(json.dumps([m for m in heavy if m in sys.modules]))\n"
+    )
+    result = subprocess.run(  # noqa: S603 - our own interpreter
+        [sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    plugin_only, with_fixtures = (json.loads(line) for line in result.stdout.splitlines())
+    assert plugin_only == []
+    assert set(with_fixtures) >= {"fake_lucy.app", "fastapi", "uvicorn", "sqlmodel", "lucy_memory"}
+
+
+def test_the_public_names_of_fake_lucy_testing_still_resolve() -> None:
+    import fake_lucy.testing as testing
+
+    for name in testing.__all__:
+        assert getattr(testing, name).__name__ == name
+    unknown = "Nothing"
+    with pytest.raises(AttributeError, match="no attribute 'Nothing'"):
+        getattr(testing, unknown)
