@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 import anyio
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
+from lucy_memory._closing import AsyncClosing
 from lucy_memory._contract import (
     CLIENT_NAME_MAX_CHARS,
     IDEMPOTENCY_KEY_RULE,
@@ -143,7 +144,7 @@ def _check_permissions(permissions: Iterable[str]) -> tuple[str, ...]:
     return chosen
 
 
-class AgentMemoryClient:
+class AgentMemoryClient(AsyncClosing):
     """The async client. ``permissions`` are the ones this client may use (sent as ``Lucy-Permissions``
     on every request); ``sleep``, ``clock`` (Unix seconds) and ``random`` are injectable for tests."""
 
@@ -187,17 +188,6 @@ class AgentMemoryClient:
             f"AgentMemoryClient(transport={self._transport!r}, permissions={list(self.permissions)!r}, "
             f"client_name={self.client_name!r}, max_retries={self.max_retries!r})"
         )
-
-    async def __aenter__(self) -> AgentMemoryClient:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     async def aclose(self) -> None:
         """Closes the transport when it has an ``aclose`` (the HTTP transport does). Idempotent; a call
@@ -546,6 +536,7 @@ class SyncAgentMemoryClient:
     interpreter exits (while its helper thread can still run), so a script that just ends exits.
     """
 
+    # A deliberate sync mirror of ``AgentMemoryClient``: the same parameters, handed on unchanged.
     def __init__(
         self,
         *,

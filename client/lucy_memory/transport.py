@@ -16,12 +16,12 @@ import math
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
 import httpx
 
+from lucy_memory._closing import AsyncClosing
 from lucy_memory._contract import API_BASE_PATH
 from lucy_memory.errors import (
     ConfigurationError,
@@ -205,7 +205,7 @@ def _check_seconds(name: str, value: float) -> float:
     return float(value)
 
 
-class LucyHttpTransport:
+class LucyHttpTransport(AsyncClosing):
     """The built-in transport: httpx, one connection pool, no retries of its own.
 
     ``max_retries`` is the retry budget the client applies to propose when it uses this transport.
@@ -242,17 +242,6 @@ class LucyHttpTransport:
 
     async def aclose(self) -> None:
         await self._http.aclose()
-
-    async def __aenter__(self) -> LucyHttpTransport:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
 
 def create_lucy_http_transport(

@@ -176,6 +176,23 @@ def _type_names(expected: Any) -> str:
     return " or ".join(str(name) for name in names)
 
 
+# The sentence for each keyword whose message only names its value.
+_MESSAGES = {
+    "const": "must be {value}",
+    "pattern": "must match the pattern {value}",
+    "minLength": "must be at least {value} characters long",
+    "maxLength": "must be at most {value} characters long",
+    "minimum": "must be at least {value}",
+    "maximum": "must be at most {value}",
+    "exclusiveMinimum": "must be greater than {value}",
+    "exclusiveMaximum": "must be less than {value}",
+    "minItems": "must have at least {value} items",
+    "maxItems": "must have at most {value} items",
+    "uniqueItems": "must not contain duplicate items",
+    "minProperties": "must have at least {value} properties",
+}
+
+
 def _describe(error: ValidationError) -> str:
     keyword = error.validator
     value: Any = error.validator_value
@@ -183,30 +200,8 @@ def _describe(error: ValidationError) -> str:
         return f"must be of type {_type_names(value)}"
     if keyword in ("enum",):
         return "must be one of: " + ", ".join(str(item) for item in value)
-    if keyword == "const":
-        return f"must be {value}"
-    if keyword == "pattern":
-        return f"must match the pattern {value}"
-    if keyword == "minLength":
-        return f"must be at least {value} characters long"
-    if keyword == "maxLength":
-        return f"must be at most {value} characters long"
-    if keyword == "minimum":
-        return f"must be at least {value}"
-    if keyword == "maximum":
-        return f"must be at most {value}"
-    if keyword == "exclusiveMinimum":
-        return f"must be greater than {value}"
-    if keyword == "exclusiveMaximum":
-        return f"must be less than {value}"
-    if keyword == "minItems":
-        return f"must have at least {value} items"
-    if keyword == "maxItems":
-        return f"must have at most {value} items"
-    if keyword == "uniqueItems":
-        return "must not contain duplicate items"
-    if keyword == "minProperties":
-        return f"must have at least {value} properties"
+    if keyword in _MESSAGES:
+        return _MESSAGES[keyword].format(value=value)
     if keyword == BYTES_KEYWORD:
         return f"must be at most {value} UTF-8 bytes"
     if keyword in ("anyOf", "oneOf"):
