@@ -101,6 +101,7 @@ class V1Pipeline:
             principal = self._authenticate(incoming, start.auth_epoch)  # 3
         except DomainError as error:
             return problem_response(error, request_id)
+        now_us = principal.now_us()  # the tenant's clock
         key = inputs.idempotency_key(incoming) if operation == "propose" else None
         attempt = inputs.retry_attempt(incoming)
         call = _Call(
@@ -112,14 +113,15 @@ class V1Pipeline:
             principal=principal,
             journal=journaling.JournalRow(
                 request_id=request_id,
-                at=clock.format_us(start.now_us),
+                at=clock.format_us(now_us),
                 operation=operation,
                 credential_id=principal.credential_id,
+                tenant=principal.tenant_id,
                 idempotency_key=key,
                 retry_attempt=attempt if attempt is not None and attempt >= 0 else 0,
                 body_sha256=hashlib.sha256(raw_body).hexdigest(),
             ),
-            now_us=start.now_us,
+            now_us=now_us,
             faults_armed=start.faults_armed,
         )
         try:
@@ -195,6 +197,7 @@ class V1Pipeline:
         fault = faults.take(
             self.conn,
             operation=call.operation,
+            tenant=call.principal.tenant_id,
             credential_id=call.principal.credential_id,
             phase=phase,
         )
@@ -221,7 +224,7 @@ class V1Pipeline:
                     conn,
                     credential_id=call.principal.credential_id,
                     per_minute=per_minute,
-                    now_us=clock.now_us(conn),
+                    now_us=clock.now_us(conn, call.principal.tenant_id),
                 )
         else:
             state = ratelimit.take_token(
@@ -287,6 +290,7 @@ class V1Pipeline:
     def _charge(self, conn: sqlite3.Connection, call: _Call, now: str) -> int:
         return billing.charge(
             conn,
+            tenant=call.principal.tenant_id,
             account=call.principal.account_id,
             request_id=call.request_id,
             operation=call.operation,
@@ -312,7 +316,7 @@ class V1Pipeline:
     def _recall(self, call: _Call, body: dict[str, Any]) -> Response:
         principal = call.principal
         with self.fake.db.write() as conn:
-            tx = server_state.in_transaction(conn, principal.account_id)
+            tx = server_state.in_transaction(conn, principal.tenant_id, principal.account_id)
             now = clock.format_us(tx.now_us)
             scopes: tuple[Scope, ...] = principal.scopes
             if "scope" in body:
@@ -349,9 +353,9 @@ class V1Pipeline:
         if errors:  # 9: the path parameter is the request of this operation
             raise schema_problem(errors)
         with self.fake.db.write() as conn:
-            tx = server_state.in_transaction(conn, principal.account_id)
+            tx = server_state.in_transaction(conn, principal.tenant_id, principal.account_id)
             now = clock.format_us(tx.now_us)
-            lifecycle.expire_due(conn, now)
+            lifecycle.expire_due(conn, principal.tenant_id, now)
             record = lifecycle.visible_proposal(conn, principal, proposal_id)
             billing.check_can_charge(billing_available=tx.billing_available, balance=tx.balance)
             remaining = self._charge(conn, call, now)
@@ -380,7 +384,7 @@ class V1Pipeline:
         secret = self._secret(call, body)
         held: faults.Fault | None = None
         with self.fake.db.write() as conn:
-            tx = server_state.in_transaction(conn, principal.account_id)
+            tx = server_state.in_transaction(conn, principal.tenant_id, principal.account_id)
             now_us = tx.now_us
             now = clock.format_us(now_us)
             replay = idempotency.lookup(conn, principal, key, body_hash, now=now)  # 10
@@ -390,6 +394,7 @@ class V1Pipeline:
                 held = faults.take(
                     conn,
                     operation="propose",
+                    tenant=principal.tenant_id,
                     credential_id=principal.credential_id,
                     phase="in_flight",
                 )
@@ -415,7 +420,7 @@ class V1Pipeline:
         await asyncio.sleep((held.hold_ms or 0) / 1000)
         try:
             with self.fake.db.write() as conn:
-                tx = server_state.in_transaction(conn, principal.account_id)
+                tx = server_state.in_transaction(conn, principal.tenant_id, principal.account_id)
                 return self._execute_propose(conn, call, body, body_hash, secret, tx)
         except DomainError:
             with self.fake.db.write() as conn:
@@ -434,7 +439,7 @@ class V1Pipeline:
         principal = call.principal
         now_us = tx.now_us
         now = clock.format_us(now_us)
-        lifecycle.expire_due(conn, now)
+        lifecycle.expire_due(conn, principal.tenant_id, now)
         if secret is None:  # 11
             plan = lifecycle.plan_proposal(conn, principal, body)
         else:
