@@ -56,9 +56,12 @@ def parse_timestamp(value: str) -> int:
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
-def from_state(offset: int, frozen: int | None) -> int:
-    """The time of a clock from its stored columns ``clock_offset_us`` and ``clock_frozen_us``."""
-    return int(frozen) if frozen is not None else _real_us() + int(offset)
+def from_state(offset: int, frozen: int | None, real_us: int | None = None) -> int:
+    """The time of a clock from its stored columns ``clock_offset_us`` and ``clock_frozen_us``
+    (at the real time ``real_us``, default now)."""
+    if frozen is not None:
+        return int(frozen)
+    return (_real_us() if real_us is None else real_us) + int(offset)
 
 
 def _columns(conn: sqlite3.Connection, tenant: str | None) -> tuple[int, int | None]:
@@ -90,8 +93,8 @@ def state(conn: sqlite3.Connection, tenant: str | None = None) -> dict[str, obje
     return {"now": format_us(from_state(offset, frozen)), "frozen": frozen is not None}
 
 
-def _store(conn: sqlite3.Connection, tenant: str | None, target_us: int, frozen: bool) -> None:
-    offset, frozen_us = (None, target_us) if frozen else (target_us - _real_us(), None)
+def _store(conn: sqlite3.Connection, tenant: str | None, target_us: int, frozen: bool, real_us: int) -> None:
+    offset, frozen_us = (None, target_us) if frozen else (target_us - real_us, None)
     if tenant is None:
         conn.execute(
             "UPDATE server_state SET clock_offset_us = coalesce(?, clock_offset_us),"
@@ -134,29 +137,35 @@ def _regression(current_us: int) -> DomainError:
     )
 
 
-def _latest_tenant_us(conn: sqlite3.Connection) -> int | None:
+def _latest_tenant_us(conn: sqlite3.Connection, real_us: int) -> int | None:
     value = conn.execute(
-        "SELECT max(coalesce(clock_frozen_us, ? + clock_offset_us)) FROM tenants", (_real_us(),)
+        "SELECT max(coalesce(clock_frozen_us, ? + clock_offset_us)) FROM tenants", (real_us,)
     ).fetchone()[0]
     return None if value is None else int(value)
 
 
+# Each change reads the real time once, so that clocks that agreed (a tenant following the server
+# clock) still agree afterwards, to the microsecond.
+
+
 def advance(conn: sqlite3.Connection, seconds: float, tenant: str | None = None) -> dict[str, object]:
     """Move a tenant's clock, or the server clock and every tenant's with it, ``seconds`` ahead."""
-    current = now_us(conn, tenant)
+    real = _real_us()
+    offset, frozen = _columns(conn, tenant)
+    current = from_state(offset, frozen, real)
     if seconds < 0:
         raise _regression(current)
     step = round(seconds * 1_000_000)
     _within_range(current + step, "/seconds")
     if tenant is None:
-        latest = _latest_tenant_us(conn)
+        latest = _latest_tenant_us(conn, real)
         if latest is not None:
             _within_range(latest + step, "/seconds")
         conn.execute(
             "UPDATE tenants SET clock_offset_us = clock_offset_us + ?, clock_frozen_us = clock_frozen_us + ?",
             (step, step),
         )
-    _store(conn, tenant, current + step, state(conn, tenant)["frozen"] is True)
+    _store(conn, tenant, current + step, frozen is not None, real)
     bump_auth_epoch(conn)
     return state(conn, tenant)
 
@@ -166,7 +175,9 @@ def set_clock(
 ) -> dict[str, object]:
     """Set a tenant's clock, or the server clock: then every tenant behind ``now`` comes up to
     it and ``frozen`` (when given) applies to every tenant."""
-    current = now_us(conn, tenant)
+    real = _real_us()
+    offset, frozen_us = _columns(conn, tenant)
+    current = from_state(offset, frozen_us, real)
     target = current
     if now is not None:
         try:
@@ -176,18 +187,17 @@ def set_clock(
         if target < current:
             raise _regression(current)
         _within_range(target, "/now")
-    keep_frozen = (state(conn, tenant)["frozen"] is True) if frozen is None else frozen
+    keep_frozen = (frozen_us is not None) if frozen is None else frozen
     if tenant is None:
-        _bring_tenants_up(conn, None if now is None else target, frozen)
-    _store(conn, tenant, target, keep_frozen)
+        _bring_tenants_up(conn, None if now is None else target, frozen, real)
+    _store(conn, tenant, target, keep_frozen, real)
     bump_auth_epoch(conn)
     return state(conn, tenant)
 
 
-def _bring_tenants_up(conn: sqlite3.Connection, floor_us: int | None, frozen: bool | None) -> None:
+def _bring_tenants_up(conn: sqlite3.Connection, floor_us: int | None, frozen: bool | None, real: int) -> None:
     """Every tenant clock at ``floor_us`` at least (never backwards), frozen or not as ``frozen``
     says (each keeps its own when it says nothing)."""
-    real = _real_us()
     conn.execute(
         "UPDATE tenants SET"
         " clock_frozen_us = CASE WHEN coalesce(:frozen, clock_frozen_us IS NOT NULL)"
