@@ -12,10 +12,16 @@
 
 Each pytest-xdist worker gets its own database (``tmp_path_factory`` is per worker). Async
 fixtures need an async test runner (anyio's pytest plugin or pytest-asyncio).
+
+``pytest --lucy-url URL`` runs ``fake_lucy_server`` (and ``lucy_mcp``) against a shared
+``fake-lucy serve`` instead (SPEC 3.6): each session or xdist worker creates its own tenant with the
+server admin token from ``FAKE_LUCY_ADMIN_TOKEN``, each test resets only that tenant, and the tenant
+is deleted at the end (``fake_lucy.testing.shared``). The in-process fixtures are unchanged.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -26,11 +32,22 @@ from mcp import Client, StdioServerParameters
 from mcp.types import Implementation
 
 from fake_lucy.testing.fakes import InProcessFake, LiveServer
+from fake_lucy.testing.shared import SharedTenant, server_admin_token
 from lucy_memory import AgentMemoryClient, create_lucy_http_transport
 
 __all__ = ["fake_lucy", "fake_lucy_server", "lucy_client", "lucy_mcp", "lucy_mcp_parameters"]
 
 PERMISSIONS = ("memory:read", "memory:propose")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.getgroup("fake_lucy").addoption(
+        "--lucy-url",
+        default=None,
+        metavar="URL",
+        help="run fake_lucy_server against the shared fake-lucy serve at URL, each session (each"
+        " xdist worker) in its own tenant; the server admin token comes from FAKE_LUCY_ADMIN_TOKEN",
+    )
 
 
 @pytest.fixture(scope="session")
@@ -48,14 +65,23 @@ def fake_lucy(_fake_lucy_session: InProcessFake) -> InProcessFake:
 
 
 @pytest.fixture(scope="session")
-def _fake_lucy_server_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+def _fake_lucy_server_session(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LiveServer | SharedTenant]:
+    url = request.config.getoption("lucy_url")
+    if url:
+        label = "pytest-" + os.environ.get("PYTEST_XDIST_WORKER", "main")
+        with SharedTenant.start(url, server_admin_token(), label=label) as tenant:
+            yield tenant
+        return
     with LiveServer.start(tmp_path_factory.mktemp("fake-lucy-server")) as server:
         yield server
 
 
 @pytest.fixture
-def fake_lucy_server(_fake_lucy_server_session: LiveServer) -> LiveServer:
-    """A real uvicorn server (one per session and worker), reset to its seeded state for this test."""
+def fake_lucy_server(_fake_lucy_server_session: LiveServer | SharedTenant) -> LiveServer | SharedTenant:
+    """A real uvicorn server (one per session and worker), reset to its seeded state for this test;
+    with ``--lucy-url``, this session's tenant of the shared fake, reset to its created state."""
     _fake_lucy_server_session.reset()
     return _fake_lucy_server_session
 
@@ -75,7 +101,9 @@ async def lucy_client(fake_lucy: InProcessFake) -> AsyncIterator[AgentMemoryClie
         yield client
 
 
-def lucy_mcp_parameters(server: LiveServer, *, token: str, permissions: str) -> StdioServerParameters:
+def lucy_mcp_parameters(
+    server: LiveServer | SharedTenant, *, token: str, permissions: str
+) -> StdioServerParameters:
     """How a host launches ``lucy-memory-mcp`` against ``server``: command and environment only."""
     command = shutil.which("lucy-memory-mcp", path=str(Path(sys.executable).parent)) or shutil.which(
         "lucy-memory-mcp"
@@ -95,7 +123,7 @@ def lucy_mcp_parameters(server: LiveServer, *, token: str, permissions: str) -> 
 
 
 @pytest.fixture
-async def lucy_mcp(fake_lucy_server: LiveServer) -> AsyncIterator[Client]:
+async def lucy_mcp(fake_lucy_server: LiveServer | SharedTenant) -> AsyncIterator[Client]:
     """An MCP session to a real ``lucy-memory-mcp`` subprocess on ``fake_lucy_server``."""
     parameters = lucy_mcp_parameters(
         fake_lucy_server, token=fake_lucy_server.dev_token, permissions=",".join(PERMISSIONS)
