@@ -71,7 +71,8 @@ def _full_rows(conn: sqlite3.Connection, tenant: str, seqs: Sequence[int]) -> di
     return {
         row["seq"]: row
         for row in conn.execute(
-            f"SELECT {MEMORY_COLUMNS} FROM memories m"  # noqa: S608 - constant columns and placeholders
+            # NOT INDEXED: rowid lookups, never a walk of the tenant's index (ix_memories_tenant_id)
+            f"SELECT {MEMORY_COLUMNS} FROM memories m NOT INDEXED"  # noqa: S608 - constant columns and placeholders
             f" WHERE m.seq IN ({placeholders}) AND m.tenant_id = ? AND m.status = 'active'",
             [*seqs, tenant],
         )
