@@ -1,6 +1,7 @@
 """One fake shared by many tenants (SPEC 3.6, issue 15 point 5).
 
-``python -m benchmarks.bench_tenants`` (not part of ``make bench``'s default run; needs wrk):
+``python -m benchmarks.bench_tenants`` prints section 6 of ``benchmarks/RESULTS.md`` (``make bench``
+runs it as its last part; it needs wrk):
 
 1. HTTP under wrk, as ``bench_http`` measures it, on a store of 100 tenants with 1,000 bulk-seeded
    memories each (the dev tenant and 99 others, in the dev token's two scopes): the dev token's
@@ -260,33 +261,101 @@ CAPACITY_HEADER = (
 )
 
 
-def main() -> None:
+@dataclass(frozen=True, slots=True)
+class TenantResults:
+    reset_direct: Summary
+    reset_http: Summary
+    http: dict[str, list[WrkResult]]
+    capacity: list[CapacityRow]
+
+
+def run() -> TenantResults:
     directory = Path(tempfile.mkdtemp(prefix="fake-lucy-bench-tenants-"))
     try:
         database = directory / "tenants.sqlite3"
-        started = time.perf_counter()
         build_store(database)
-        print(f"store: {TENANTS} tenants × {MEMORIES:,} memories in {time.perf_counter() - started:.1f} s")
-        direct = run_reset_direct(database)
-        over_http = run_reset_http(database)
-        print("| per-tenant reset | p50 ms | p99 ms |\n|---|---:|---:|")
-        print(f"| in process (domain call in its transaction) | {direct.p50_ms:.3f} | {direct.p99_ms:.3f} |")
-        print(f"| HTTP to fake-lucy serve (round trip) | {over_http.p50_ms:.3f} | {over_http.p99_ms:.3f} |")
-        results = run_http(database)
-        best = {name: bench_http.best(runs) for name, runs in results.items()}
-        print("| scenario | req/s (best) | p50 ms | p99 ms | requests | non-2xx | socket errors |")
-        for result in best.values():
-            print(bench_http.format_result(result))
-        get, post = best["bare FastAPI GET"].rps, best["bare FastAPI POST"].rps
-        print(f"recall, new query: {best[UNCACHED].rps / post:.2f}× bare POST (target ≥ 0.40×)")
-        print(f"status: {best[STATUS].rps / get:.2f}× bare GET (target ≥ 0.60×)")
-        print(f"propose: {best[PROPOSE].rps / post:.2f}× bare POST (target ≥ 0.40×)")
-        rows = run_capacity(database)
-        print(CAPACITY_HEADER)
-        for row in rows:
-            print(format_capacity(row))
+        print("tenants: per-tenant reset…", file=sys.stderr, flush=True)
+        direct, over_http = run_reset_direct(database), run_reset_http(database)
+        print("tenants: HTTP (wrk)…", file=sys.stderr, flush=True)
+        http = run_http(database)
+        print("tenants: concurrent sessions…", file=sys.stderr, flush=True)
+        capacity = run_capacity(database)
     finally:
         shutil.rmtree(directory, ignore_errors=True)
+    return TenantResults(direct, over_http, http, capacity)
+
+
+def _verdict(ok: bool) -> str:
+    return "met" if ok else "**missed**"
+
+
+def section(results: TenantResults) -> list[str]:
+    """Section 6 of ``benchmarks/RESULTS.md``."""
+    best = {name: bench_http.best(runs) for name, runs in results.http.items()}
+    get, post = best["bare FastAPI GET"].rps, best["bare FastAPI POST"].rps
+    lines = [
+        "## 6. One fake, many tenants (benchmarks/bench_tenants.py)",
+        "",
+        f"One SQLite file with {TENANTS} tenants of {MEMORIES:,} bulk-seeded memories each (the dev tenant"
+        f" and {TENANTS - 1} made by `POST /_fake/tenants`), in the dev token's two scopes.",
+        "",
+        f"HTTP, as in section 1 (wrk -t{bench_http.THREADS} -c{bench_http.CONNECTIONS}"
+        f" -d{bench_http.DURATION_S}s, {len(next(iter(results.http.values())))} interleaved rounds, best"
+        " round shown; one worker): the dev token's recall with a new query each request (every request"
+        " ranks in the tenant's own index), proposal status and propose.",
+        "",
+        "| scenario | req/s (best) | req/s range | p50 ms | p99 ms | requests | non-2xx |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, runs in results.http.items():
+        top = best[name]
+        low = min(run.rps for run in runs)
+        lines.append(
+            f"| {name} | {top.rps:,.0f} | {low:,.0f}–{top.rps:,.0f} | {top.p50_ms:.2f} | {top.p99_ms:.2f}"
+            f" | {top.requests:,} | {sum(r.non_2xx for r in runs)} |"
+        )
+    ratios = [
+        ("recall, new query each request", best[UNCACHED].rps, post, "POST", 0.40),
+        ("proposal status", best[STATUS].rps, get, "GET", 0.60),
+        ("propose", best[PROPOSE].rps, post, "POST", 0.40),
+    ]
+    lines += [
+        "",
+        "| fake operation, 100 tenants | × bare endpoint | target | verdict |",
+        "|---|---:|---:|---|",
+    ]
+    for name, fake_rps, bare, method, target in ratios:
+        ratio = fake_rps / bare
+        lines.append(
+            f"| {name} | {ratio:.2f}× (bare {method}) | ≥ {target:.2f}× | {_verdict(ratio >= target)} |"
+        )
+    direct, over_http = results.reset_direct, results.reset_http
+    lines += [
+        "",
+        f"Per-tenant reset with the {TENANTS} other tenants present, after 3 proposes, 3 status calls and 3"
+        f" recalls of the tenant ({RESET_ROUNDS} rounds; over HTTP {HTTP_RESET_ROUNDS} rounds of a propose"
+        " and a recall, then `POST /_fake/reset` with the tenant admin token):",
+        "",
+        "| per-tenant reset | p50 ms | p99 ms | target | verdict |",
+        "|---|---:|---:|---:|---|",
+        f"| in process (the domain call in its write transaction) | {direct.p50_ms:.3f} | {direct.p99_ms:.3f}"
+        f" | ≤ 5 ms | {_verdict(direct.p99_ms <= 5)} |",
+        f"| HTTP to fake-lucy serve (round trip) | {over_http.p50_ms:.3f} | {over_http.p99_ms:.3f} | – | – |",
+        "",
+        "Concurrent test sessions against `fake-lucy serve --workers 2` on the same file,"
+        f" {CAPACITY_SECONDS:.0f} s per level: each session creates its tenant, runs tests back to back"
+        " (a test: reset, propose, approve, recall, status — five requests) and deletes its tenant."
+        " The load generator (one asyncio loop) runs on the same machine.",
+        "",
+        CAPACITY_HEADER,
+        *(format_capacity(row) for row in results.capacity),
+        "",
+    ]
+    return lines
+
+
+def main() -> None:
+    print("\n".join(section(run())))
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 
 Parts: 1 HTTP with wrk (fake vs bare FastAPI vs moto SQS), 2 recall as the store grows to 1M,
 3 in process (ASGI fixture vs respx stub; per-test reset), 4 MCP cold start and tool call,
-5 the e2e lifecycle over MCP. Progress goes to stderr; the file is written at the end.
+5 the e2e lifecycle over MCP, 6 one fake with 100 tenants (bench_tenants). Progress goes to
+stderr; the file is written at the end.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks import bench_http, bench_inprocess, bench_mcp, bench_recall_growth, bench_reset
+from benchmarks import bench_http, bench_inprocess, bench_mcp, bench_recall_growth, bench_reset, bench_tenants
 from benchmarks.common import machine, summarise
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
@@ -197,15 +198,17 @@ def _mcp_section(results: bench_mcp.McpResults | None) -> list[str]:
 def main() -> None:
     started = time.perf_counter()
     description = machine()
-    print("1/5 HTTP (wrk)…", file=sys.stderr, flush=True)
+    print("1/6 HTTP (wrk)…", file=sys.stderr, flush=True)
     http = bench_http.run()
-    print("2/5 recall growth…", file=sys.stderr, flush=True)
+    print("2/6 recall growth…", file=sys.stderr, flush=True)
     growth = bench_recall_growth.run()
-    print("3/5 in process…", file=sys.stderr, flush=True)
+    print("3/6 in process…", file=sys.stderr, flush=True)
     calls, resets = bench_inprocess.run()
     reset_direct, reset_http = bench_reset.run()
-    print("4-5/5 MCP…", file=sys.stderr, flush=True)
+    print("4-5/6 MCP…", file=sys.stderr, flush=True)
     mcp = bench_mcp.run() if bench_mcp.available() else None
+    print("6/6 tenants…", file=sys.stderr, flush=True)
+    tenants = bench_tenants.run()
     took = time.perf_counter() - started
     lines = [
         "# Benchmark results",
@@ -217,6 +220,7 @@ def main() -> None:
         *_growth_section(growth),
         *_inprocess_section(calls, resets, reset_direct, reset_http),
         *_mcp_section(mcp),
+        *bench_tenants.section(tenants),
         NOTES,
     ]
     RESULTS.write_text("\n".join(lines), encoding="utf-8")
