@@ -5,24 +5,34 @@ FROM python:3.11-slim AS runtime
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 UV_LINK_MODE=copy UV_PROJECT_ENVIRONMENT=/opt/venv
 RUN pip install --no-cache-dir "uv==0.13.8"
 WORKDIR /app
-COPY pyproject.toml uv.lock README.md ./
+# The locked dependencies in their own layer: a change to the source does not reinstall them.
+COPY pyproject.toml uv.lock ./
+RUN uv sync --frozen --no-dev --no-install-project
+COPY README.md ./
 COPY contracts ./contracts
 COPY schemas ./schemas
 COPY fake_lucy ./fake_lucy
 COPY client ./client
 RUN uv sync --frozen --no-dev
+# The fake runs as an unprivileged user that owns only its data directory (the code stays root's).
+RUN useradd --system --uid 10001 --no-create-home --home-dir /data --shell /usr/sbin/nologin lucy \
+ && mkdir -p /data && chown lucy:lucy /data
 ENV PATH="/opt/venv/bin:$PATH" \
     FAKE_LUCY_HOST=0.0.0.0 \
     FAKE_LUCY_PORT=8787 \
     FAKE_LUCY_DATABASE=/data/fake-lucy.sqlite3
 VOLUME ["/data"]
 EXPOSE 8787
+USER lucy
 HEALTHCHECK --interval=5s --timeout=3s --retries=10 \
   CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8787/healthz', timeout=2)"]
 CMD ["fake-lucy", "serve"]
 
 FROM runtime AS test
+USER root
+RUN uv sync --frozen --group dev --no-install-project
 COPY tests ./tests
 COPY e2e ./e2e
-RUN uv sync --frozen --group dev
+RUN uv sync --frozen --group dev && chown lucy /app
+USER lucy
 CMD ["pytest", "-W", "error", "e2e"]

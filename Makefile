@@ -2,13 +2,14 @@
 #   make serve   run the fake with the dev seed on 127.0.0.1:8787
 #   make test    lint, type-check and run the whole suite
 #   make fuzz    the schemathesis runs of tests/contract with the deep profile
+#   make example the README's SDK example (docs/sdk_example.py) against a running `make serve`
 SHELL := /bin/bash
 PYTHON ?= python3
 UV_VERSION := 0.13.8
 UV := $(shell command -v uv 2>/dev/null || echo .tools/bin/uv)
 RUN := $(UV) run --frozen
 
-.PHONY: serve test lint typecheck pytest sync fuzz clean bench
+.PHONY: serve test lint typecheck pytest sync fuzz clean bench example
 
 .tools/bin/uv:
 	$(PYTHON) -m venv .tools
@@ -40,10 +41,16 @@ test: lint typecheck pytest
 fuzz: sync
 	LUCY_FUZZ_PROFILE=deep $(RUN) pytest -W error tests/contract -p no:randomly
 
+# Against `make serve` in another terminal; LUCY_MEMORY_BASE_URL and LUCY_MEMORY_TOKEN choose another fake.
+example: sync
+	LUCY_MEMORY_BASE_URL="$${LUCY_MEMORY_BASE_URL:-http://127.0.0.1:8787}" \
+	LUCY_MEMORY_TOKEN="$${LUCY_MEMORY_TOKEN:-lucy-dev-token}" \
+	$(RUN) python docs/sdk_example.py
+
 clean:
 	rm -rf .venv .tools .fake-lucy .mypy_cache .pytest_cache .ruff_cache
 
-# Not part of `make test`: HTTP (wrk), recall growth to 1M memories, in process, MCP; ~6 minutes.
+# Not part of `make test`: HTTP (wrk), recall growth to 1M memories, in process, MCP, a slow recall; ~7 minutes.
 # wrk comes from apt when missing (needs root or sudo); the results go to benchmarks/RESULTS.md.
 bench: | $(UV)
 	$(UV) sync --frozen --all-groups

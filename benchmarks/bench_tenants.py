@@ -290,11 +290,11 @@ def _verdict(ok: bool) -> str:
 
 
 def section(results: TenantResults) -> list[str]:
-    """Section 6 of ``benchmarks/RESULTS.md``."""
+    """Section 7 of ``benchmarks/RESULTS.md``."""
     best = {name: bench_http.best(runs) for name, runs in results.http.items()}
     get, post = best["bare FastAPI GET"].rps, best["bare FastAPI POST"].rps
     lines = [
-        "## 6. One fake, many tenants (benchmarks/bench_tenants.py)",
+        "## 7. One fake, many tenants (benchmarks/bench_tenants.py)",
         "",
         f"One SQLite file with {TENANTS} tenants of {MEMORIES:,} bulk-seeded memories each (the dev tenant"
         f" and {TENANTS - 1} made by `POST /_fake/tenants`), in the dev token's two scopes.",

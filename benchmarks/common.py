@@ -17,10 +17,12 @@ from pathlib import Path
 
 import httpx
 
+from lucy_memory._contract import API_BASE_PATH
+
 ROOT = Path(__file__).resolve().parent.parent
 DEV_TOKEN = "lucy-dev-token"  # noqa: S105 - the fake's documented development token
 ADMIN_TOKEN = "fake-admin-token"  # noqa: S105 - the fake's documented admin token
-API = "/api/agent-memory/v1"
+API = API_BASE_PATH
 PROTOCOL = "fake_lucy.http.uvicorn_protocol:AbortingH11Protocol"
 
 

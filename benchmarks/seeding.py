@@ -28,6 +28,7 @@ RARE_EVERY = 1000
 KINDS = ("preference", "identity", "fact", "decision", "rule", "brand_note", "editorial_decision")
 MIN_WORDS, MAX_WORDS = 6, 30
 BATCH = 50_000
+VOCABULARY_SIZE = 5000
 
 _CONSONANTS = "bcdfghklmnprstvw"
 _VOWELS = "aeiou"
@@ -43,6 +44,11 @@ def _vocabulary(size: int, rng: random.Random) -> list[str]:
     return sorted(words)
 
 
+def vocabulary(seed: int = 8) -> list[str]:
+    """The words a ``Seeder`` with this seed draws from, most frequent first."""
+    return _vocabulary(VOCABULARY_SIZE, random.Random(seed))  # noqa: S311 - synthetic text
+
+
 def scopes(count: int) -> list[Scope]:
     return [Scope("project", f"bench-{n:03d}") for n in range(count)]
 
@@ -56,7 +62,7 @@ class Seeder:
         self.scopes = scope_list
         self.tags = [scope_tag(tenant, scope) for scope in scope_list]
         self.rng = random.Random(seed)  # noqa: S311 - synthetic text, not security
-        self.vocabulary = _vocabulary(5000, self.rng)
+        self.vocabulary = _vocabulary(VOCABULARY_SIZE, self.rng)
         self.weights = list(itertools.accumulate(1 / (rank + 1) for rank in range(len(self.vocabulary))))
         self.count = 0
 

@@ -1,6 +1,11 @@
-"""Recall and propose with the Python SDK. Against the local fake (`make serve`):
+"""Recall and propose with the Python SDK. Against the local fake (`make serve` in another terminal):
 
-LUCY_MEMORY_BASE_URL=http://127.0.0.1:8787 LUCY_MEMORY_TOKEN=lucy-dev-token uv run python docs/sdk_example.py
+make example
+
+which is, with the environment of this checkout (`make` creates .venv/):
+
+export LUCY_MEMORY_BASE_URL=http://127.0.0.1:8787 LUCY_MEMORY_TOKEN=lucy-dev-token
+.venv/bin/python docs/sdk_example.py
 """
 
 import asyncio

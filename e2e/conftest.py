@@ -22,6 +22,15 @@ from mcp.types import Implementation
 from fake_lucy.testing import FakeAdmin, ServeProcess
 
 PROJECT = {"kind": "project", "id": "project_example"}
+HERE = Path(__file__).parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The whole e2e suite runs strict (``--lucy-strict``): the project's own MCP server and SDK
+    must never produce a finding (SPEC 3.8)."""
+    for item in items:
+        if HERE in Path(str(item.path)).parents:
+            item.add_marker(pytest.mark.lucy_strict)
 
 
 @pytest.fixture

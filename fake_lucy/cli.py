@@ -6,10 +6,12 @@ import argparse
 import json
 import logging
 import os
+import signal
 import socket
 import sys
 import sysconfig
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import uvicorn
@@ -18,8 +20,10 @@ from pydantic import ValidationError
 from fake_lucy import __version__
 from fake_lucy.app import create_app
 from fake_lucy.domain.seed import DEFAULT_ADMIN_TOKEN, DEV_TOKEN
-from fake_lucy.runtime import FakeLucy
+from fake_lucy.runtime import FakeLucy, SeedMismatchError
 from fake_lucy.settings import FakeLucySettings, load_settings
+from fake_lucy.snapshot_file import export_file, import_file
+from lucy_memory._contract import PERMISSIONS
 
 __all__ = ["main"]
 
@@ -41,7 +45,7 @@ def mcp_host_configuration(base_url: str) -> dict[str, object]:
                 "env": {
                     "LUCY_MEMORY_BASE_URL": base_url,
                     "LUCY_MEMORY_ALLOW_INSECURE_LOOPBACK": "1",
-                    "LUCY_MEMORY_PERMISSIONS": "memory:read,memory:propose",
+                    "LUCY_MEMORY_PERMISSIONS": ",".join(PERMISSIONS),
                     "LUCY_MEMORY_TOKEN": DEV_TOKEN,
                 },
             }
@@ -64,7 +68,23 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--idempotency-ttl-seconds", type=int)
     serve.add_argument("--reset-on-start", action="store_true", default=None)
     serve.add_argument("--admin-token-file", type=Path, help="file holding the admin token")
+    serve.add_argument(
+        "--import", dest="import_file", type=Path, metavar="FILE", help="load this snapshot at start"
+    )
+    serve.add_argument(
+        "--export-on-exit",
+        type=Path,
+        metavar="FILE",
+        help="on SIGTERM or SIGINT, write a snapshot to FILE (atomically) before exiting",
+    )
     return parser
+
+
+_SEEDING: dict[str, str] = {
+    "applied": "applied to this new database",
+    "reset": "applied again: --reset-on-start wiped the database",
+    "kept": "applied when this database was created; its state since then is kept",
+}
 
 
 def _announce(settings: FakeLucySettings, fake: FakeLucy) -> None:
@@ -77,7 +97,9 @@ def _announce(settings: FakeLucySettings, fake: FakeLucy) -> None:
     if settings.seed is None:
         lines.append(f"  dev token:    {DEV_TOKEN}   (tenant_dev / acct_dev, read + propose){refused}")
     else:
-        lines.append(f"  seed:         {settings.seed} (tokens as listed in the seed)")
+        lines.append(
+            f"  seed:         {settings.seed} ({_SEEDING[fake.seed_outcome]}; tokens as listed in the seed)"
+        )
     if fake.admin_token_is_builtin:
         lines.append(f"  admin token:  {DEFAULT_ADMIN_TOKEN}   (control API under /_fake){refused}")
     else:
@@ -105,8 +127,42 @@ def _listen(host: str, port: int) -> socket.socket:
     return sock
 
 
+@contextmanager
+def _stopping_gracefully() -> Iterator[None]:
+    """SIGTERM and SIGINT stop the server and then let this process finish its work.
+
+    uvicorn restores the handlers it found when it stops and raises the signal again; these
+    handlers are the ones it finds, so the signal is taken as "stop" (and a second one during the
+    export is ignored) instead of ending the process before the export is written.
+    """
+    received: list[int] = []
+    previous = {sig: signal.signal(sig, lambda sig, frame: received.append(sig)) for sig in _STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
 def serve(settings: FakeLucySettings) -> None:
     fake = FakeLucy(settings)  # creates and seeds the database before any worker starts
+    if settings.import_file is not None:
+        import_file(fake, settings.import_file)
+    if settings.export_on_exit is None:
+        _run(settings, fake)
+        return
+    with _stopping_gracefully():
+        _run(settings, fake)
+        if fake.db.closed:  # several workers: the parent closed its connection before they started
+            fake = FakeLucy(settings, initialise=False)
+        export_file(fake, settings.export_on_exit)
+        log.info("wrote the snapshot %s", settings.export_on_exit)
+
+
+def _run(settings: FakeLucySettings, fake: FakeLucy) -> None:
     # One worker: this process listens. Several: uvicorn's supervisor binds, so only --port 0 is
     # resolved here (a port that was free a moment ago).
     bound = _listen(settings.host, settings.port) if settings.workers == 1 or settings.port == 0 else None
@@ -127,7 +183,8 @@ def serve(settings: FakeLucySettings) -> None:
     if bound is not None:
         bound.close()  # the workers' supervisor binds the port it was given (free a moment ago)
     fake.close()
-    for name, value in settings.model_dump(exclude={"admin_token", "admin_token_file"}).items():
+    parent_only = {"admin_token", "admin_token_file", "import_file", "export_on_exit"}
+    for name, value in settings.model_dump(exclude=parent_only).items():
         if value is not None:
             os.environ[f"FAKE_LUCY_{name.upper()}"] = str(value)
     os.environ.pop("FAKE_LUCY_RESET_ON_START", None)
@@ -164,6 +221,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         serve(settings)
+    except SeedMismatchError as exc:  # a usage error like a bad setting: exit 2
+        print(f"fake-lucy: {exc}", file=sys.stderr)
+        return 2
     except (ValueError, OSError) as exc:
         print(f"fake-lucy: {exc}", file=sys.stderr)
         return 1

@@ -6,7 +6,7 @@ import json
 import logging
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from fake_lucy.domain import seed as seeding
 from fake_lucy.domain.ids import IdFactory
@@ -14,9 +14,16 @@ from fake_lucy.settings import FakeLucySettings, is_loopback
 from fake_lucy.store.connection import MEMORY, Database
 from lucy_memory._contract import SecretScanner, load_contract
 
-__all__ = ["FakeLucy"]
+__all__ = ["FakeLucy", "SeedMismatchError"]
 
 log = logging.getLogger("fake_lucy")
+
+SeedOutcome = Literal["unchecked", "applied", "reset", "kept"]
+
+
+class SeedMismatchError(ValueError):
+    """The database holds the state of another seed than the one this fake was given, and
+    ``reset_on_start`` is off: the seed could not take effect."""
 
 
 class FakeLucy:
@@ -38,8 +45,13 @@ class FakeLucy:
         self.stop_words = frozenset(self.contract["recall"]["stop_words"])
         self.placeholder: str = self.contract["secret_policy"]["placeholder"]
         self.db = Database(settings.database)
+        self.seed_outcome: SeedOutcome = "unchecked"  # set by initialise()
         if initialise:
-            self.initialise()
+            try:
+                self.initialise()
+            except BaseException:
+                self.db.close()
+                raise
 
     @staticmethod
     def _load_seed(path: Path | None) -> dict[str, Any]:
@@ -58,13 +70,38 @@ class FakeLucy:
             raise ValueError(f"the seed file {path} is not a valid seed: {exc}") from None
 
     def initialise(self) -> None:
-        """Create the tables; seed a new database (or reset it with ``--reset-on-start``)."""
+        """Create the tables; seed a new database (or reset it with ``--reset-on-start``). An existing
+        database seeded with another seed is refused (``SeedMismatchError``), never served as if the
+        seed had been applied. ``seed_outcome`` says what happened: ``applied``, ``reset`` or ``kept``."""
         self.db.create_schema()
         with self.db.write() as conn:
             if not seeding.is_initialised(conn):
                 seeding.apply_seed(conn, self.ids, self.seed)
+                self.seed_outcome = "applied"
             elif self.settings.reset_on_start:
                 seeding.reset(conn, self.ids, self.seed)
+                self.seed_outcome = "reset"
+            elif seeding.applied_seed(conn) != seeding.seed_digest(self.seed):
+                raise SeedMismatchError(self._mismatch(seeding.applied_seed(conn)))
+            else:
+                self.seed_outcome = "kept"
+
+    def _mismatch(self, recorded: str | None) -> str:
+        if recorded is None:
+            held = (
+                f"the database {self.settings.database} was seeded by an older fake-lucy"
+                " that did not record its seed"
+            )
+        else:
+            held = f"the database {self.settings.database} holds the state of another seed"
+        if self.settings.seed is None:
+            wanted, fresh = "the built-in dev seed", "the dev seed"
+        else:
+            wanted, fresh = f"--seed {self.settings.seed}", "this seed"
+        return (
+            f"{held}, so {wanted} cannot take effect on it; add --reset-on-start"
+            f" (FAKE_LUCY_RESET_ON_START=1) to wipe it and apply {fresh}, or choose another --database"
+        )
 
     def reset(self) -> float:
         """Back to the fresh seeded state; returns the time it took in milliseconds."""

@@ -9,6 +9,8 @@ from typing import Any
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from lucy_memory._contract import TOKEN_RULE, valid_token
+
 __all__ = ["FakeLucySettings", "is_loopback", "load_settings"]
 
 DEFAULT_DATABASE = ".fake-lucy/fake-lucy.sqlite3"
@@ -28,21 +30,29 @@ class FakeLucySettings(BaseSettings):
     reset_on_start: bool = False
     admin_token: SecretStr | None = None
     admin_token_file: Path | None = None
+    import_file: Path | None = None  # a snapshot loaded at start (SPEC 3.9)
+    export_on_exit: Path | None = None  # a snapshot written atomically on SIGTERM / SIGINT
 
     def resolved_admin_token(self) -> str | None:
         """The admin token: the token file when one is given (a flag or ``FAKE_LUCY_ADMIN_TOKEN_FILE``),
-        else ``FAKE_LUCY_ADMIN_TOKEN``; ``None`` means the built-in default. An empty one is refused."""
+        else ``FAKE_LUCY_ADMIN_TOKEN``; ``None`` means the built-in default. An empty one, or one
+        that no Authorization header can carry (anything but visible ASCII without spaces), is refused."""
         if self.admin_token_file is not None:
             token = self.admin_token_file.read_text(encoding="utf-8").strip()
-            if not token:
-                raise ValueError("the admin token file is empty")
-            return token
+            return _checked_token(token, "the admin token file", "the admin token file is empty")
         if self.admin_token is not None:
             token = self.admin_token.get_secret_value().strip()
-            if not token:
-                raise ValueError("FAKE_LUCY_ADMIN_TOKEN is set but empty")
-            return token
+            return _checked_token(token, "FAKE_LUCY_ADMIN_TOKEN", "FAKE_LUCY_ADMIN_TOKEN is set but empty")
         return None
+
+
+def _checked_token(token: str, where: str, empty: str) -> str:
+    if not token:
+        raise ValueError(empty)
+    if not valid_token(token):
+        # no request could carry it: what a bearer token can be on the wire (``http/inputs.bearer_token``)
+        raise ValueError(f"{where} must be {TOKEN_RULE}")
+    return token
 
 
 def load_settings(**overrides: Any) -> FakeLucySettings:

@@ -129,3 +129,43 @@ def test_the_image_copies_everything_the_packages_need() -> None:
     copied = {src for st, i, a in _dockerfile() if i == "COPY" and st == "runtime" for src in a.split()[:-1]}
     for needed in ("pyproject.toml", "uv.lock", "contracts", "schemas", "fake_lucy", "client"):
         assert needed in copied
+
+
+def _stage(stage: str) -> list[tuple[str, str]]:
+    return [(instruction, argument) for st, instruction, argument in _dockerfile() if st == stage]
+
+
+def test_the_locked_dependencies_are_installed_in_a_layer_before_the_source() -> None:
+    runtime = _stage("runtime")
+    syncs = [i for i, (instruction, argument) in enumerate(runtime) if "uv sync" in argument]
+    assert len(syncs) == 2
+    dependencies, project = syncs
+    assert "--no-install-project" in runtime[dependencies][1]
+    assert "--frozen" in runtime[dependencies][1]
+    assert "--no-install-project" not in runtime[project][1]
+    before = [
+        argument.split()[:-1] for instruction, argument in runtime[:dependencies] if instruction == "COPY"
+    ]
+    assert before == [["pyproject.toml", "uv.lock"]]  # only what the dependency layer depends on
+    source = {
+        src
+        for instruction, argument in runtime[dependencies:project]
+        if instruction == "COPY"
+        for src in argument.split()[:-1]
+    }
+    assert {"fake_lucy", "client", "contracts", "schemas"} <= source
+
+
+def test_the_image_runs_as_a_non_root_user_that_owns_the_data_volume() -> None:
+    for stage in ("runtime", "test"):
+        users = [argument for instruction, argument in _stage(stage) if instruction == "USER"]
+        assert users, stage
+        assert users[-1] not in ("root", "0"), stage
+    runtime = _stage("runtime")
+    user = [argument for instruction, argument in runtime if instruction == "USER"][-1]
+    [created] = [argument for instruction, argument in runtime if "useradd" in argument]
+    assert f" {user} " in f"{created} "
+    assert f"chown {user}:{user} /data" in created
+    volume = next(i for i, (instruction, _) in enumerate(runtime) if instruction == "VOLUME")
+    assert runtime.index(("RUN", created)) < volume  # a change after VOLUME would be discarded
+    assert Path(FAKE["environment"]["FAKE_LUCY_DATABASE"]).parent == Path("/data")

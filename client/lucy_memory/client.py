@@ -20,42 +20,44 @@ import contextlib
 import logging
 import math
 import random as _random
-import re
 import time
 import uuid
+import weakref
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, TypeVar
 
 import anyio
-import httpx
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
-from lucy_memory._contract import InvalidJSONError as _ParseError
 from lucy_memory._contract import (
-    SchemaError,
+    CLIENT_NAME_MAX_CHARS,
+    IDEMPOTENCY_KEY_RULE,
+    OPERATION_PERMISSIONS,
+    PERMISSIONS,
+    TOKEN_RULE,
     SecretScanner,
     canonical_bytes,
-    load_contract,
+    encode_client_name,
     parse_json_object,
+    redact,
     schema_validator,
+    valid_client_name,
+    valid_idempotency_key,
+    valid_token,
 )
+from lucy_memory._contract import InvalidJSONError as _ParseError
 from lucy_memory.errors import (
+    APIError,
     ClientClosedError,
     ConfigurationError,
-    ConnectionFailedError,
     IdempotencyKeyRequiredError,
     InvalidJSONError,
     InvalidRequestError,
     InvalidResponseError,
-    LucyMemoryError,
     PermissionDeniedError,
-    ResponseLostError,
     SecretDetectedError,
-    VersionConflictError,
-    api_error_class,
-    code_for_status,
 )
 from lucy_memory.models import (
     Credits,
@@ -66,34 +68,13 @@ from lucy_memory.models import (
     RecallResult,
 )
 from lucy_memory.retry import DEFAULT_MAX_RETRIES, MAX_RETRIES_LIMIT, decide_retry, poll_delay
-from lucy_memory.transport import Transport, TransportRequest, TransportResponse
+from lucy_memory.transport import Transport, TransportRequest, TransportResponse, map_transport_errors
 
 __all__ = ["DEFAULT_CLIENT_NAME", "PERMISSIONS", "AgentMemoryClient", "SyncAgentMemoryClient"]
 
 logger = logging.getLogger("lucy_memory")
 
-PERMISSIONS = ("memory:read", "memory:propose")
 DEFAULT_CLIENT_NAME = "lucy-memory-python"
-_CLIENT_NAME_MAX_CHARS = 100
-_TOKEN = re.compile(r"[\x21-\x7E]{1,4096}")
-_IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7E]{1,255}")
-_CONTROL = re.compile(r"[\x00-\x1F\x7F-\x9F]")  # C0, DEL and C1, as the server counts them
-
-
-def _valid_client_name(name: object) -> bool:
-    """What the server takes (contract ``Lucy-Client-Name``): after trimming, 1 to 100 characters,
-    no control characters, encodable as UTF-8."""
-    if not isinstance(name, str) or _CONTROL.search(name):
-        return False
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate
-        return False
-    return 1 <= len(name.strip()) <= _CLIENT_NAME_MAX_CHARS
-
-
-# Shorter tokens are not scrubbed from server text: replacing them would garble ordinary words.
-_REDACT_MIN_LENGTH = 8
 _SECRET_FIELDS = ("content", "justification", "topic")
 
 _T = TypeVar("_T")
@@ -111,15 +92,25 @@ class _Operation:
 
 
 _RECALL = _Operation(
-    "recall", "POST", "memory:read", "recall-request.schema.json", "recall-response.schema.json", 200
+    "recall",
+    "POST",
+    OPERATION_PERMISSIONS["recall"],
+    "recall-request.schema.json",
+    "recall-response.schema.json",
+    200,
 )
 _PROPOSE = _Operation(
-    "propose", "POST", "memory:propose", "propose-request.schema.json", "propose-response.schema.json", 201
+    "propose",
+    "POST",
+    OPERATION_PERMISSIONS["propose"],
+    "propose-request.schema.json",
+    "propose-response.schema.json",
+    201,
 )
 _STATUS = _Operation(
     "proposal_status",
     "GET",
-    "memory:propose",
+    OPERATION_PERMISSIONS["proposal_status"],
     "proposal-status-request.schema.json",
     "proposal-status-response.schema.json",
     200,
@@ -143,29 +134,13 @@ class _Token:
     __str__ = __repr__
 
 
-def _encode_client_name(name: str) -> str:
-    """Visible ASCII and spaces as they are; anything else (and ``%``) percent-encoded as UTF-8."""
-    out: list[str] = []
-    for char in name:
-        if " " <= char <= "~" and char != "%":
-            out.append(char)
-        else:
-            out.extend(f"%{byte:02X}" for byte in char.encode("utf-8"))
-    return "".join(out)
-
-
 def _check_permissions(permissions: Iterable[str]) -> tuple[str, ...]:
     if isinstance(permissions, str):
-        raise ConfigurationError("permissions must be a list such as ['memory:read', 'memory:propose']")
+        raise ConfigurationError(f"permissions must be a list such as {list(PERMISSIONS)!r}")
     chosen = tuple(dict.fromkeys(permissions))
     if not chosen or any(item not in PERMISSIONS for item in chosen):
         raise ConfigurationError("permissions must be a non-empty subset of: " + ", ".join(PERMISSIONS))
     return chosen
-
-
-def _contract_retryable(code: str) -> bool | None:
-    entry = load_contract("agent-memory-api")["errors"].get(code)
-    return None if entry is None else bool(entry["retryable"])
 
 
 class AgentMemoryClient:
@@ -184,12 +159,12 @@ class AgentMemoryClient:
         clock: Callable[[], float] = time.time,
         random: Callable[[], float] = _random.random,
     ) -> None:
-        if not isinstance(token, str) or not _TOKEN.fullmatch(token):
-            raise ConfigurationError("token must be 1 to 4096 printable ASCII characters without spaces")
-        if not _valid_client_name(client_name):
+        if not valid_token(token):
+            raise ConfigurationError(f"token must be {TOKEN_RULE}")
+        if not valid_client_name(client_name):
             raise ConfigurationError(
-                "client_name must be 1 to 100 characters (not counting leading and trailing spaces),"
-                " without control characters"
+                f"client_name must be 1 to {CLIENT_NAME_MAX_CHARS} characters (not counting leading and"
+                " trailing spaces), without control characters"
             )
         retries = (
             getattr(transport, "max_retries", DEFAULT_MAX_RETRIES) if max_retries is None else max_retries
@@ -338,13 +313,9 @@ class AgentMemoryClient:
                 f"this client is not configured with {operation.permission}, which {operation.name} needs",
                 **refusal,
             )
-        if idempotency_key is not None and not (
-            isinstance(idempotency_key, str) and _IDEMPOTENCY_KEY.fullmatch(idempotency_key)
-        ):
+        if idempotency_key is not None and not valid_idempotency_key(idempotency_key):
             refusal["idempotency_key"] = None
-            raise IdempotencyKeyRequiredError(
-                "idempotency_key must be 1 to 255 printable ASCII characters without spaces", **refusal
-            )
+            raise IdempotencyKeyRequiredError(f"idempotency_key must be {IDEMPOTENCY_KEY_RULE}", **refusal)
         if not isinstance(request_json, str):
             raise InvalidJSONError("the request must be a JSON string", **refusal)
         try:
@@ -383,7 +354,7 @@ class AgentMemoryClient:
             "Authorization": f"Bearer {self._token.reveal()}",
             "Accept": "application/json",
             "Lucy-Permissions": ",".join(self.permissions),
-            "Lucy-Client-Name": _encode_client_name(self.client_name),
+            "Lucy-Client-Name": encode_client_name(self.client_name),
         }
         if body is not None:
             headers["Content-Type"] = "application/json"
@@ -394,45 +365,16 @@ class AgentMemoryClient:
         return headers
 
     async def _send(self, request: TransportRequest) -> TransportResponse:
-        """One ``Transport.send``. A custom transport that lets a network error through (or loses the
-        key) still gives a ``ResponseLostError`` that carries the propose's idempotency key."""
+        """One ``Transport.send``. Network failures become SDK errors in ``map_transport_errors``, so a
+        custom transport that lets one through (or loses the key) is covered as the built-in one is."""
         if self._closed:
             raise ClientClosedError(
                 "this client is closed; nothing was sent and nothing was charged",
                 operation=request.operation,
                 idempotency_key=request.idempotency_key,
             )
-        try:
+        with map_transport_errors(request):
             return await self._transport.send(request)
-        except ResponseLostError as lost:
-            if lost.idempotency_key is not None or request.idempotency_key is None:
-                raise
-            cause: BaseException = lost
-        except (
-            ConnectionFailedError,
-            httpx.ConnectError,
-            httpx.ConnectTimeout,
-            ConnectionRefusedError,
-        ) as exc:
-            if request.attempt > 0:
-                cause = exc  # a retry: an earlier attempt reached the service, so the outcome is unknown
-            elif isinstance(exc, ConnectionFailedError):
-                raise
-            else:
-                raise ConnectionFailedError.for_request(
-                    operation=request.operation,
-                    idempotency_key=request.idempotency_key,
-                    attempts=1,
-                    cause=f"the transport raised {type(exc).__name__}",
-                ) from exc
-        except (httpx.TransportError, OSError) as exc:  # OSError includes TimeoutError
-            cause = exc
-        raise ResponseLostError.for_request(
-            operation=request.operation,
-            idempotency_key=request.idempotency_key,
-            attempts=request.attempt + 1,
-            cause=f"the transport raised {type(cause).__name__}",
-        ) from cause
 
     async def _exchange(
         self, operation: _Operation, path: str, body: bytes | None, *, idempotency_key: str | None
@@ -527,7 +469,11 @@ class AgentMemoryClient:
             "request_id": response.header("Lucy-Request-Id"),
         }
         if response.status != operation.success:
-            raise InvalidResponseError(f"expected HTTP {operation.success}, got {response.status}", **context)
+            raise InvalidResponseError(
+                f"{operation.name} answered HTTP {response.status}, not the {operation.success} the contract"
+                " promises",
+                **context,
+            )
         try:
             data = parse_json_object(response.body)
         except _ParseError as exc:
@@ -542,8 +488,7 @@ class AgentMemoryClient:
         return data
 
     def _redact(self, text: str) -> str:
-        token = self._token.reveal()
-        return text.replace(token, "[redacted]") if len(token) >= _REDACT_MIN_LENGTH else text
+        return redact(text, self._token.reveal())
 
     def _error(
         self,
@@ -553,50 +498,22 @@ class AgentMemoryClient:
         idempotency_key: str | None,
         attempts: int,
         retry_after: float | None,
-    ) -> LucyMemoryError:
-        """The one place a problem response becomes an exception."""
+    ) -> APIError:
+        """An error answer as an exception (an unreadable body is a problem without fields)."""
         try:
             problem: Mapping[str, Any] = parse_json_object(response.body)
         except _ParseError:
             problem = {}
-        code = problem.get("code")
-        if not isinstance(code, str) or not code:
-            code = code_for_status(response.status)
-        detail = problem.get("detail")
-        detail = self._redact(detail) if isinstance(detail, str) and detail else f"HTTP {response.status}"
-        retryable = problem.get("retryable")
-        if not isinstance(retryable, bool):
-            retryable = bool(_contract_retryable(code))
-        request_id = problem.get("request_id")
-        if not isinstance(request_id, str):
-            request_id = response.header("Lucy-Request-Id")
-        cls = api_error_class(code)
-        kwargs: dict[str, Any] = {
-            "code": code,
-            "status": response.status,
-            "request_id": request_id,
-            "retryable": retryable,
-            "operation": operation.name,
-            "idempotency_key": idempotency_key,
-            "attempts": attempts,
-            "retry_after": retry_after,
-        }
-        details = problem.get("details")
-        details = details if isinstance(details, dict) else {}
-        if issubclass(cls, VersionConflictError):
-            kwargs.update(
-                memory_id=details.get("memory_id"),
-                expected_version=details.get("expected_version"),
-                current_version=details.get("current_version"),
-            )
-        elif issubclass(cls, InvalidRequestError):
-            items = details.get("errors")
-            kwargs["errors"] = tuple(
-                SchemaError(str(item.get("pointer", "")), self._redact(str(item.get("detail", ""))))
-                for item in (items if isinstance(items, list) else [])
-                if isinstance(item, dict)
-            )
-        return cls(detail, **kwargs)
+        return APIError.from_problem(
+            problem,
+            status=response.status,
+            request_id=response.header("Lucy-Request-Id"),
+            redact=self._redact,
+            operation=operation.name,
+            idempotency_key=idempotency_key,
+            attempts=attempts,
+            retry_after=retry_after,
+        )
 
 
 def _header_credits(response: TransportResponse) -> Credits | None:
@@ -624,6 +541,9 @@ class SyncAgentMemoryClient:
     with SyncAgentMemoryClient(transport=..., token=..., permissions=["memory:read"]) as client:
         result = client.recall('{"query": "database"}')
     ```
+
+    A client that is never closed is closed when it is garbage-collected or, at the latest, when the
+    interpreter exits (while its helper thread can still run), so a script that just ends exits.
     """
 
     def __init__(
@@ -648,9 +568,12 @@ class SyncAgentMemoryClient:
             clock=clock,
             random=random,
         )
-        self._stack = contextlib.ExitStack()
-        self._portal: BlockingPortal = self._stack.enter_context(start_blocking_portal())
+        stack = contextlib.ExitStack()
+        self._portal: BlockingPortal = stack.enter_context(start_blocking_portal())
         self._closed = False
+        # Left to garbage collection during interpreter shutdown, the portal's own clean-up would ask
+        # its (by then frozen) thread to stop and wait for it forever; a finalizer runs at exit first.
+        self._finalizer = weakref.finalize(self, _shut_down, self._portal, self._client, stack)
 
     def __repr__(self) -> str:
         return f"SyncAgentMemoryClient({self._client!r})"
@@ -672,20 +595,12 @@ class SyncAgentMemoryClient:
         if self._closed:
             return
         self._closed = True
-        with self._closing():
-            self._portal.call(self._client.aclose)
+        self._finalizer()
 
     def _call(self, function: Callable[..., Awaitable[_T]], *args: Any) -> _T:
         if self._closed:
             raise ClientClosedError("this client is closed; nothing was sent and nothing was charged")
         return self._portal.call(function, *args)
-
-    @contextlib.contextmanager
-    def _closing(self) -> Iterator[None]:
-        try:
-            yield
-        finally:
-            self._stack.close()
 
     def recall(self, request_json: str) -> RecallResult:
         return self._call(self._client.recall, request_json)
@@ -700,6 +615,14 @@ class SyncAgentMemoryClient:
         self, proposal_id: str, *, max_polls: int, max_interval: float | None = None
     ) -> ProposalStatusResult:
         return self._call(_wait, self._client, proposal_id, max_polls, max_interval)
+
+
+def _shut_down(portal: BlockingPortal, client: AgentMemoryClient, stack: contextlib.ExitStack) -> None:
+    """Close the client on its event loop, then stop the loop and join its thread."""
+    try:
+        portal.call(client.aclose)
+    finally:
+        stack.close()
 
 
 async def _wait(

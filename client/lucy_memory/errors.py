@@ -14,6 +14,7 @@ LucyMemoryError                      code, status, request_id, retryable, operat
     ├── InvalidJSONError             400 invalid_json (also raised pre-flight, status None)
     ├── InvalidHeaderError           400 invalid_header
     ├── IdempotencyKeyRequiredError  400 idempotency_key_required (also pre-flight, status None)
+    ├── MalformedRequestError        400 malformed_request (the server's HTTP parser refused the bytes)
     ├── UnauthenticatedError         401 unauthenticated
     ├── InsufficientCreditsError     402 insufficient_credits
     ├── PermissionDeniedError        403 permission_denied (also pre-flight, status None)
@@ -25,6 +26,7 @@ LucyMemoryError                      code, status, request_id, retryable, operat
     ├── TopicConflictError           409 topic_conflict
     ├── IdempotencyKeyInUseError     409 idempotency_key_in_use
     ├── PayloadTooLargeError         413 payload_too_large
+    ├── RequestHeaderFieldsTooLargeError  431 request_header_fields_too_large
     ├── UnsupportedMediaTypeError    415 unsupported_media_type
     ├── InvalidRequestError          422 invalid_request (errors; also pre-flight, status None)
     ├── IdempotencyKeyReusedError    422 idempotency_key_reused
@@ -39,15 +41,19 @@ LucyMemoryError                      code, status, request_id, retryable, operat
 ``status`` is the HTTP status, or ``None`` when the SDK refused the request before sending it (then
 ``attempts`` is 0 and nothing was charged). Propose errors carry ``idempotency_key`` and ``attempts``;
 repeating ``propose(same_json, idempotency_key=err.idempotency_key)`` is the safe recovery. Recall and
-proposal-status errors say that repeating may charge again. No message contains the bearer token or an
-input value.
+proposal-status errors say that repeating may charge again. ``str(error)`` is the code followed by whole
+sentences. No message contains the bearer token or an input value.
+
+A problem response becomes an error in ``APIError.from_problem``: the class of its code, which reads
+the ``details`` it carries itself (``fields_from_details``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from lucy_memory._contract import SchemaError
+from lucy_memory._contract import SchemaError, load_contract
 
 __all__ = [
     "APIError",
@@ -68,12 +74,14 @@ __all__ = [
     "InvalidRequestError",
     "InvalidResponseError",
     "LucyMemoryError",
+    "MalformedRequestError",
     "MemoryNotFoundError",
     "MethodNotAllowedError",
     "NotFoundError",
     "PayloadTooLargeError",
     "PermissionDeniedError",
     "RateLimitedError",
+    "RequestHeaderFieldsTooLargeError",
     "ResponseLostError",
     "ScopeForbiddenError",
     "SecretDetectedError",
@@ -85,21 +93,15 @@ __all__ = [
     "api_error_class",
 ]
 
-# Operations whose repetition may charge a second credit (never retried automatically).
-_CHARGING_WITHOUT_IDEMPOTENCY = frozenset({"recall", "proposal_status"})
+# Operations whose repetition may charge a second credit (never retried automatically), as the
+# subject of a sentence.
+_CHARGING_WITHOUT_IDEMPOTENCY = {"recall": "A recall", "proposal_status": "A proposal status request"}
 
 
-def _outcome_sentence(
-    operation: str | None, status: int | None, idempotency_key: str | None, attempts: int
-) -> str:
-    if status is None and attempts == 0:
-        return "Nothing was sent and nothing was charged."
-    if operation in _CHARGING_WITHOUT_IDEMPOTENCY:
-        return f"{operation} is never retried automatically; repeating it may charge again."
-    if operation == "propose" and idempotency_key is not None:
-        tries = "attempt" if attempts == 1 else "attempts"
-        return f"propose failed after {attempts} {tries} with idempotency_key {idempotency_key}."
-    return ""
+def _sentence(text: str) -> str:
+    """``text`` ended as a sentence: a server's detail often has no full stop of its own."""
+    text = text.strip()
+    return text if not text or text.endswith((".", "!", "?")) else text + "."
 
 
 class LucyMemoryError(Exception):
@@ -129,8 +131,21 @@ class LucyMemoryError(Exception):
         self.attempts = attempts
         self.retry_after = retry_after
         self.detail = message
-        sentence = _outcome_sentence(operation, status, idempotency_key, attempts)
-        super().__init__(f"{self.code}: {message}" + (f" {sentence}" if sentence else ""))
+        outcome = self._outcome()
+        super().__init__(f"{self.code}: {_sentence(message)}" + (f" {outcome}" if outcome else ""))
+
+    def _outcome(self) -> str:
+        """The sentence after the message that says what happened and what is safe to do."""
+        if self.status is None and self.attempts == 0:
+            return "Nothing was sent and nothing was charged."
+        subject = _CHARGING_WITHOUT_IDEMPOTENCY.get(self.operation or "")
+        if subject is not None:
+            return f"{subject} is never retried automatically; repeating it may charge again."
+        if self.operation == "propose" and self.idempotency_key is not None:
+            tries = "attempt" if self.attempts == 1 else "attempts"
+            key = self.idempotency_key
+            return f"The propose failed after {self.attempts} {tries} with idempotency_key {key}."
+        return ""
 
     def __repr__(self) -> str:
         return (
@@ -209,18 +224,25 @@ class ConnectionFailedError(LucyMemoryError):
         cls, *, operation: str, idempotency_key: str | None, attempts: int, cause: str
     ) -> ConnectionFailedError:
         return cls(
-            f"could not connect to the service ({cause}); nothing was sent and nothing was charged.",
+            f"could not connect to the service ({cause}); nothing was sent and nothing was charged, so"
+            " calling again is safe.",
             operation=operation,
             idempotency_key=idempotency_key,
             attempts=attempts,
             retryable=True,
         )
 
+    def _outcome(self) -> str:
+        return ""  # the message says it: nothing was sent, so no charge and no retry rule to explain
+
 
 class ClientClosedError(LucyMemoryError):
     """The client (or its transport) was closed: nothing was sent and nothing was charged."""
 
     code = "client_closed"
+
+    def _outcome(self) -> str:
+        return ""  # the message says nothing was sent
 
 
 class InvalidResponseError(LucyMemoryError):
@@ -231,6 +253,52 @@ class InvalidResponseError(LucyMemoryError):
 
 class APIError(LucyMemoryError):
     """A contract error code: a problem response from the server, or the same refusal made pre-flight."""
+
+    @classmethod
+    def from_problem(
+        cls,
+        problem: Mapping[str, Any],
+        *,
+        status: int,
+        request_id: str | None,
+        redact: Callable[[str], str],
+        **context: Any,
+    ) -> APIError:
+        """The error for an RFC 9457 ``problem`` answered with ``status``: the class of its ``code``
+        (of the status, for a body without one, e.g. from a proxy), with its detail, ``retryable``
+        (the contract's, when the body does not say) and request id (``request_id``, the header,
+        when the body has none), and what that class reads from ``details``. ``redact`` scrubs text
+        the server sent; ``context`` is the call's (operation, idempotency_key, attempts,
+        retry_after)."""
+        code = problem.get("code")
+        if not isinstance(code, str) or not code:
+            code = code_for_status(status)
+        detail = problem.get("detail")
+        message = (
+            redact(detail)
+            if isinstance(detail, str) and detail
+            else f"the service answered HTTP {status} without a problem detail"
+        )
+        retryable = problem.get("retryable")
+        if not isinstance(retryable, bool):
+            retryable = _contract_retryable(code)
+        body_request_id = problem.get("request_id")
+        details = problem.get("details")
+        target = api_error_class(code)
+        return target(
+            message,
+            code=code,
+            status=status,
+            request_id=body_request_id if isinstance(body_request_id, str) else request_id,
+            retryable=retryable,
+            **target.fields_from_details(details if isinstance(details, Mapping) else {}, redact),
+            **context,
+        )
+
+    @classmethod
+    def fields_from_details(cls, details: Mapping[str, Any], redact: Callable[[str], str]) -> dict[str, Any]:
+        """The constructor arguments this class reads from a problem's ``details`` (none here)."""
+        return {}
 
 
 class InvalidJSONError(APIError):
@@ -243,6 +311,12 @@ class InvalidHeaderError(APIError):
 
 class IdempotencyKeyRequiredError(APIError):
     code = "idempotency_key_required"
+
+
+class MalformedRequestError(APIError):
+    """The server's HTTP parser refused the request before routing (not valid HTTP/1.1)."""
+
+    code = "malformed_request"
 
 
 class UnauthenticatedError(APIError):
@@ -297,6 +371,14 @@ class VersionConflictError(APIError):
         self.current_version = current_version
         super().__init__(message, **kwargs)
 
+    @classmethod
+    def fields_from_details(cls, details: Mapping[str, Any], redact: Callable[[str], str]) -> dict[str, Any]:
+        return {
+            "memory_id": details.get("memory_id"),
+            "expected_version": details.get("expected_version"),
+            "current_version": details.get("current_version"),
+        }
+
 
 class TopicConflictError(APIError):
     code = "topic_conflict"
@@ -308,6 +390,10 @@ class IdempotencyKeyInUseError(APIError):
 
 class PayloadTooLargeError(APIError):
     code = "payload_too_large"
+
+
+class RequestHeaderFieldsTooLargeError(APIError):
+    code = "request_header_fields_too_large"
 
 
 class UnsupportedMediaTypeError(APIError):
@@ -322,6 +408,17 @@ class InvalidRequestError(APIError):
     def __init__(self, message: str, *, errors: tuple[SchemaError, ...] = (), **kwargs: Any) -> None:
         self.errors = errors
         super().__init__(message, **kwargs)
+
+    @classmethod
+    def fields_from_details(cls, details: Mapping[str, Any], redact: Callable[[str], str]) -> dict[str, Any]:
+        items = details.get("errors")
+        return {
+            "errors": tuple(
+                SchemaError(str(item.get("pointer", "")), redact(str(item.get("detail", ""))))
+                for item in (items if isinstance(items, list) else [])
+                if isinstance(item, dict)
+            )
+        }
 
 
 class IdempotencyKeyReusedError(APIError):
@@ -362,6 +459,7 @@ _BY_CODE: dict[str, type[APIError]] = {
         InvalidJSONError,
         InvalidHeaderError,
         IdempotencyKeyRequiredError,
+        MalformedRequestError,
         UnauthenticatedError,
         InsufficientCreditsError,
         PermissionDeniedError,
@@ -373,6 +471,7 @@ _BY_CODE: dict[str, type[APIError]] = {
         TopicConflictError,
         IdempotencyKeyInUseError,
         PayloadTooLargeError,
+        RequestHeaderFieldsTooLargeError,
         UnsupportedMediaTypeError,
         InvalidRequestError,
         IdempotencyKeyReusedError,
@@ -394,6 +493,7 @@ _CODE_BY_STATUS: dict[int, str] = {
     405: "method_not_allowed",
     413: "payload_too_large",
     415: "unsupported_media_type",
+    431: "request_header_fields_too_large",
     429: "rate_limited",
     500: "internal",
     502: "bad_gateway",
@@ -410,3 +510,9 @@ def api_error_class(code: str) -> type[APIError]:
 def code_for_status(status: int) -> str:
     """The contract code a bare HTTP status stands for, or ``http_<status>``."""
     return _CODE_BY_STATUS.get(status, f"http_{status}")
+
+
+def _contract_retryable(code: str) -> bool:
+    """Whether the contract calls ``code`` retryable (False for a code it does not know)."""
+    entry = load_contract("agent-memory-api")["errors"].get(code)
+    return entry is not None and bool(entry["retryable"])

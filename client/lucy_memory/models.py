@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, cast
 
+from lucy_memory._contract import FINAL_PROPOSAL_STATES
+
 __all__ = [
     "FINAL_PROPOSAL_STATUSES",
     "Credits",
@@ -23,7 +25,7 @@ __all__ = [
 MemoryKind = Literal["preference", "identity", "fact", "decision", "rule", "brand_note", "editorial_decision"]
 ProposalStatus = Literal["pending", "approved", "rejected", "expired", "superseded"]
 MemoryStatus = Literal["active", "superseded", "deleted"]
-FINAL_PROPOSAL_STATUSES: frozenset[str] = frozenset({"approved", "rejected", "expired", "superseded"})
+FINAL_PROPOSAL_STATUSES: frozenset[str] = FINAL_PROPOSAL_STATES
 
 
 def _time(value: str) -> datetime:

@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 
+from lucy_memory._contract import RETRYABLE_OPERATIONS, RETRYABLE_STATUSES
+
 __all__ = [
     "DEFAULT_MAX_RETRIES",
     "INITIAL_BACKOFF_SECONDS",
@@ -35,8 +37,6 @@ __all__ = [
     "poll_delay",
 ]
 
-RETRYABLE_OPERATIONS = frozenset({"propose"})
-RETRYABLE_STATUSES = frozenset({429, 502, 503, 504})
 DEFAULT_MAX_RETRIES = 2
 # Lucy-Retry-Attempt accepts 0 to 10, so no configuration may go beyond ten retries.
 MAX_RETRIES_LIMIT = 10

@@ -1,16 +1,20 @@
-"""The ``Transport`` interface and the built-in HTTP transport on httpx.
+"""The ``Transport`` interface, the built-in HTTP transport on httpx, and the one translation of
+network failures into SDK errors.
 
 A transport sends one prepared request and returns status, headers and body; it never retries and never
-interprets the answer (the client's retry policy wraps whichever transport is used). When no complete
-response arrives (timeout, dropped connection) it raises ``ResponseLostError``: the outcome is unknown.
+interprets the answer (the client's retry policy wraps whichever transport is used). When no connection
+could be made it raises ``ConnectionFailedError`` (nothing was sent); when no complete response arrives
+(timeout, dropped connection) it raises ``ResponseLostError``: the outcome is unknown.
+``map_transport_errors`` makes that translation, for the built-in transport and for any custom one.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Protocol, runtime_checkable
@@ -18,6 +22,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from lucy_memory._contract import API_BASE_PATH
 from lucy_memory.errors import (
     ConfigurationError,
     ConnectionFailedError,
@@ -33,9 +38,10 @@ __all__ = [
     "TransportRequest",
     "TransportResponse",
     "create_lucy_http_transport",
+    "map_transport_errors",
 ]
 
-API_PREFIX = "/api/agent-memory/v1"
+API_PREFIX = API_BASE_PATH
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,9 +72,64 @@ class TransportResponse:
 
 @runtime_checkable
 class Transport(Protocol):
-    """Sends one request. Raises ``ResponseLostError`` when no complete response arrived."""
+    """Sends one request. Raises ``ConnectionFailedError`` when no connection could be made and
+    ``ResponseLostError`` when no complete response arrived (``map_transport_errors`` does both)."""
 
     async def send(self, request: TransportRequest) -> TransportResponse: ...
+
+
+# No connection was made, so nothing was sent: httpx's connect failures, or the OS refusing outright.
+_NOT_CONNECTED = (httpx.ConnectError, httpx.ConnectTimeout, ConnectionRefusedError)
+# Any other failure on the way: the request may have arrived and executed. httpx.RequestError covers
+# timeouts, dropped connections and undecodable bodies; OSError what a custom transport lets through
+# (TimeoutError, ConnectionResetError, …).
+_LOST = (httpx.RequestError, OSError)
+
+
+def _lost(request: TransportRequest, exc: BaseException) -> ResponseLostError:
+    return ResponseLostError.for_request(
+        operation=request.operation,
+        idempotency_key=request.idempotency_key,
+        attempts=request.attempt + 1,
+        cause=type(exc).__name__,
+    )
+
+
+@contextlib.contextmanager
+def map_transport_errors(request: TransportRequest) -> Iterator[None]:
+    """The one place where a failed exchange becomes an SDK error (as httpx's
+    ``map_httpcore_exceptions`` turns httpcore's errors into its own), each ``raise … from`` the cause:
+
+    - no connection on a call's first attempt: ``ConnectionFailedError``, nothing was sent;
+    - no connection on a retry: ``ResponseLostError``, since an earlier attempt reached the service;
+    - any other network failure: ``ResponseLostError``, the outcome is unknown;
+    - a ``ResponseLostError`` a custom transport raised without the propose's idempotency key: the
+      same error with the key, so that repeating with it stays possible.
+
+    Anything else (a bug in a custom transport) passes through unchanged. The built-in transport and
+    the client both use it, so a custom transport that lets a network error through is covered too.
+    """
+    try:
+        yield
+    except ConnectionFailedError as exc:
+        if request.attempt == 0:
+            raise
+        raise _lost(request, exc) from exc
+    except ResponseLostError as exc:
+        if exc.idempotency_key is not None or request.idempotency_key is None:
+            raise
+        raise _lost(request, exc) from exc
+    except _NOT_CONNECTED as exc:
+        if request.attempt > 0:
+            raise _lost(request, exc) from exc
+        raise ConnectionFailedError.for_request(
+            operation=request.operation,
+            idempotency_key=request.idempotency_key,
+            attempts=1,
+            cause=type(exc).__name__,
+        ) from exc
+    except _LOST as exc:
+        raise _lost(request, exc) from exc
 
 
 # A host name: dot-separated labels of ASCII letters, digits, hyphens and underscores (container
@@ -172,20 +233,10 @@ class LucyHttpTransport:
         return f"LucyHttpTransport(origin={self.origin!r}, max_retries={self.max_retries!r})"
 
     async def send(self, request: TransportRequest) -> TransportResponse:
-        try:
+        with map_transport_errors(request):
             response = await self._http.request(
                 request.method, request.path, content=request.body, headers=dict(request.headers)
             )
-        except httpx.RequestError as exc:  # transport errors (timeouts, drops) and undecodable bodies
-            # No connection at all means nothing was sent; anything later, the outcome is unknown.
-            no_connection = isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout)
-            error = ConnectionFailedError if no_connection else ResponseLostError
-            raise error.for_request(
-                operation=request.operation,
-                idempotency_key=request.idempotency_key,
-                attempts=request.attempt + 1,
-                cause=type(exc).__name__,
-            ) from exc
         headers = {name.lower(): value for name, value in response.headers.items()}
         return TransportResponse(status=response.status_code, headers=headers, body=response.content)
 

@@ -13,6 +13,7 @@ Every change moves the credential epoch: an authenticated principal carries its 
 from __future__ import annotations
 
 import functools
+import re
 import sqlite3
 import time
 from datetime import UTC, datetime
@@ -29,6 +30,7 @@ __all__ = [
     "now",
     "now_us",
     "parse_timestamp",
+    "real_us",
     "set_clock",
     "state",
 ]
@@ -36,7 +38,8 @@ __all__ = [
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-def _real_us() -> int:
+def real_us() -> int:
+    """Real time (µs since 1970), without the server clock's offset."""
     return time.time_ns() // 1000
 
 
@@ -50,18 +53,40 @@ def format_us(us: int) -> str:
     return f"{_whole_seconds(seconds)}.{micros:06d}Z"
 
 
+# RFC 3339 date-time: any number of fraction digits or none, ``Z`` or a numeric offset. The request
+# schema (control-clock-set-request.schema.json) holds the same pattern.
+_RFC3339 = re.compile(
+    r"(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?(?:[Zz]|([+-])(\d{2}):(\d{2}))",
+    re.ASCII,
+)
+
+
 def parse_timestamp(value: str) -> int:
-    moment = datetime.strptime(value, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
-    delta = moment - _EPOCH
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+    """Microseconds since the epoch of an RFC 3339 date-time (``2030-01-01T00:00:00Z``,
+    ``2030-01-01T02:00:00.5+02:00``, the fake's own fixed form, …); digits past the microsecond are
+    dropped. ``ValueError`` for anything else, an impossible date (30 February, a leap second) or
+    an offset beyond ±23:59 included."""
+    match = _RFC3339.fullmatch(value)
+    if match is None:
+        raise ValueError("not an RFC 3339 date-time")
+    year, month, day, hour, minute, second = (int(part) for part in match.group(1, 2, 3, 4, 5, 6))
+    delta = datetime(year, month, day, hour, minute, second, tzinfo=UTC) - _EPOCH
+    micros = int((match.group(7) or "").ljust(6, "0")[:6])
+    offset = 0
+    if match.group(8) is not None:
+        offset_hours, offset_minutes = int(match.group(9)), int(match.group(10))
+        if offset_hours > 23 or offset_minutes > 59:
+            raise ValueError("the offset must be at most ±23:59")
+        offset = (offset_hours * 60 + offset_minutes) * 60 * (1 if match.group(8) == "+" else -1)
+    return (delta.days * 86_400 + delta.seconds - offset) * 1_000_000 + micros
 
 
-def from_state(offset: int, frozen: int | None, real_us: int | None = None) -> int:
+def from_state(offset: int, frozen: int | None, at_real_us: int | None = None) -> int:
     """The time of a clock from its stored columns ``clock_offset_us`` and ``clock_frozen_us``
-    (at the real time ``real_us``, default now)."""
+    (at the real time ``at_real_us``, default now)."""
     if frozen is not None:
         return int(frozen)
-    return (_real_us() if real_us is None else real_us) + int(offset)
+    return (real_us() if at_real_us is None else at_real_us) + int(offset)
 
 
 def _columns(conn: sqlite3.Connection, tenant: str | None) -> tuple[int, int | None]:
@@ -93,8 +118,8 @@ def state(conn: sqlite3.Connection, tenant: str | None = None) -> dict[str, obje
     return {"now": format_us(from_state(offset, frozen)), "frozen": frozen is not None}
 
 
-def _store(conn: sqlite3.Connection, tenant: str | None, target_us: int, frozen: bool, real_us: int) -> None:
-    offset, frozen_us = (None, target_us) if frozen else (target_us - real_us, None)
+def _store(conn: sqlite3.Connection, tenant: str | None, target_us: int, frozen: bool, real: int) -> None:
+    offset, frozen_us = (None, target_us) if frozen else (target_us - real, None)
     if tenant is None:
         conn.execute(
             "UPDATE server_state SET clock_offset_us = coalesce(?, clock_offset_us),"
@@ -137,9 +162,9 @@ def _regression(current_us: int) -> DomainError:
     )
 
 
-def _latest_tenant_us(conn: sqlite3.Connection, real_us: int) -> int | None:
+def _latest_tenant_us(conn: sqlite3.Connection, real: int) -> int | None:
     value = conn.execute(
-        "SELECT max(coalesce(clock_frozen_us, ? + clock_offset_us)) FROM tenants", (real_us,)
+        "SELECT max(coalesce(clock_frozen_us, ? + clock_offset_us)) FROM tenants", (real,)
     ).fetchone()[0]
     return None if value is None else int(value)
 
@@ -150,7 +175,7 @@ def _latest_tenant_us(conn: sqlite3.Connection, real_us: int) -> int | None:
 
 def advance(conn: sqlite3.Connection, seconds: float, tenant: str | None = None) -> dict[str, object]:
     """Move a tenant's clock, or the server clock and every tenant's with it, ``seconds`` ahead."""
-    real = _real_us()
+    real = real_us()
     offset, frozen = _columns(conn, tenant)
     current = from_state(offset, frozen, real)
     if seconds < 0:
@@ -175,15 +200,15 @@ def set_clock(
 ) -> dict[str, object]:
     """Set a tenant's clock, or the server clock: then every tenant behind ``now`` comes up to
     it and ``frozen`` (when given) applies to every tenant."""
-    real = _real_us()
+    real = real_us()
     offset, frozen_us = _columns(conn, tenant)
     current = from_state(offset, frozen_us, real)
     target = current
     if now is not None:
         try:
             target = parse_timestamp(now)
-        except ValueError:  # the schema's pattern takes 2026-02-30; the calendar does not
-            raise invalid_field("/now", "must be a real date and time") from None
+        except ValueError:  # the schema's pattern takes 2026-02-30 and +99:00; the calendar does not
+            raise invalid_field("/now", "must be a real RFC 3339 date-time") from None
         if target < current:
             raise _regression(current)
         _within_range(target, "/now")

@@ -23,7 +23,8 @@ from fake_lucy.domain.ids import IdFactory
 from fake_lucy.domain.principals import Principal, Scope, scope_tag
 from fake_lucy.store import queries
 from fake_lucy.store.records import MemoryRecord, ProposalRecord
-from fake_lucy.store.tables import fts_table
+from fake_lucy.store.tables import fts_ddl, fts_table
+from lucy_memory._contract import FINAL_PROPOSAL_STATES as FINAL_STATES
 
 __all__ = [
     "FINAL_STATES",
@@ -32,11 +33,13 @@ __all__ = [
     "VersionContent",
     "approve",
     "clear_index",
+    "create_index",
     "create_memory",
     "create_proposal",
     "delete_memory",
     "expire",
     "expire_due",
+    "index_memory",
     "load_proposal",
     "plan_proposal",
     "reject",
@@ -45,7 +48,6 @@ __all__ = [
     "visible_proposal",
 ]
 
-FINAL_STATES = frozenset({"approved", "rejected", "expired", "superseded"})
 _UNSET: Any = object()
 
 
@@ -291,9 +293,18 @@ def _insert_fts(
     bump_index_epoch(conn)
 
 
+# A restored snapshot (``domain.snapshot``) indexes its active memories the same way.
+index_memory = _insert_fts
+
+
 def _delete_fts(conn: sqlite3.Connection, tenant: str, seq: int) -> None:
     conn.execute(f"DELETE FROM {fts_table(tenant)} WHERE rowid = ?", (seq,))  # noqa: S608 - a digest name
     bump_index_epoch(conn)
+
+
+def create_index(conn: sqlite3.Connection, tenant: str) -> None:
+    """``tenant``'s full-text table, empty, unless it exists (a restored snapshot's tenant)."""
+    conn.execute(fts_ddl(tenant))
 
 
 def clear_index(conn: sqlite3.Connection, tenant: str, *, drop: bool = False) -> None:

@@ -14,6 +14,7 @@ from fake_lucy.domain.epochs import bump_auth_epoch
 from fake_lucy.domain.errors import DomainError
 from fake_lucy.domain.ids import IdFactory
 from fake_lucy.store.tables import fts_ddl
+from lucy_memory._contract import PERMISSIONS
 
 __all__ = [
     "PERMISSIONS",
@@ -30,7 +31,6 @@ __all__ = [
     "scope_tag",
 ]
 
-PERMISSIONS = ("memory:read", "memory:propose")
 DEFAULT_PROPOSAL_TTL_SECONDS = 7 * 24 * 3600
 
 

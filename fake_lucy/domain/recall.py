@@ -1,10 +1,15 @@
 """Lexical recall over the caller's tenant's full-text index (SPEC 2, recall; SPEC 3.6).
 
 The query is data: it is split in code into runs of letters and digits, stop words are dropped,
-and the remaining terms are OR-ed as quoted FTS5 strings, so no query syntax ever reaches FTS5.
+and the first ``MAX_TERMS`` distinct remaining terms are OR-ed as quoted FTS5 strings, so no query
+syntax ever reaches FTS5 and no query costs more than 32 terms.
 Each tenant has its own FTS5 table (``store.tables.fts_table``), so bm25's statistics — the row
 count, the average row length and each term's document count — are its tenant's alone: a
 tenant's scores, order and cut at the limit never depend on what other tenants store.
+
+A recall has two parts (SPEC 2): ``rank`` reads, in a read snapshot that holds no write lock; then
+``stamp`` writes the access times in the request's short write transaction, beside its charge,
+ledger and journal rows. ``recall`` does both in one transaction (for tests and benchmarks).
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import re
 import sqlite3
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from fake_lucy.domain.principals import Scope, scope_tag
@@ -19,19 +25,37 @@ from fake_lucy.domain.records import memory_row_dict
 from fake_lucy.store.records import MEMORY_COLUMNS
 from fake_lucy.store.tables import fts_table
 
-__all__ = ["Ranked", "RecallCache", "answer_bytes", "query_terms", "recall"]
+__all__ = [
+    "MAX_TERMS",
+    "Ranked",
+    "RecallCache",
+    "RecallQuery",
+    "answer",
+    "answer_bytes",
+    "prepare",
+    "query_terms",
+    "rank",
+    "recall",
+    "stamp",
+]
 
 _TERM = re.compile(r"[^\W_]+")
 # Weights per FTS column: the scope tag narrows the match but never adds to the score.
 _WEIGHTS = "0.0, 1.0, 0.5"
 
 
+MAX_TERMS = 32  # only the first 32 distinct terms of a query count (the contract's recall.max_terms)
+
+
 def query_terms(query: str, stop_words: frozenset[str]) -> list[str]:
+    """The query's distinct terms in order of first occurrence, stop words dropped, at most 32."""
     seen: dict[str, None] = {}
-    for term in _TERM.findall(query):
-        lowered = term.lower()
+    for term in _TERM.finditer(query):
+        lowered = term.group().lower()
         if lowered not in stop_words:
             seen.setdefault(lowered, None)
+            if len(seen) == MAX_TERMS:
+                break
     return list(seen)
 
 
@@ -104,9 +128,10 @@ class RecallCache:
     those change only together, in transactions that also change the epoch (``lifecycle``'s index
     helpers, reset). A recall repeated against an unchanged index therefore skips the full-text
     query and the rows; its access times, charge, ledger row and journal row are written as for any
-    other. The epoch is read in the recall's own write transaction, so every worker of one database
-    sees a change at once. Least recently used answers go first beyond ``max_entries`` answers or
-    ``max_bytes`` (``answer_bytes``; an answer larger than that alone is not kept).
+    other. The epoch is read in the same read snapshot as the ranking (``rank``), so every worker of
+    one database sees a change at once and an answer is kept under the epoch it describes. Least
+    recently used answers go first beyond ``max_entries`` answers or ``max_bytes``
+    (``answer_bytes``; an answer larger than that alone is not kept).
     """
 
     def __init__(self, max_entries: int = 256, max_bytes: int = 16 * 2**20) -> None:
@@ -192,6 +217,77 @@ def _rank(
     return [(score, row["seq"], memory_row_dict(row)) for score, row in scored[:limit]]
 
 
+@dataclass(frozen=True, slots=True)
+class RecallQuery:
+    """What a recall asks the index, once the scopes and terms are known (``prepare``)."""
+
+    tenant: str
+    expression: str
+    kinds: tuple[str, ...] | None
+    topic: str | None
+    limit: int
+
+    @property
+    def key(self) -> _Key:
+        return (self.expression, self.kinds, self.topic, self.limit)
+
+
+def prepare(
+    *,
+    tenant: str,
+    scopes: Sequence[Scope],
+    terms: Sequence[str],
+    kinds: Sequence[str] | None,
+    topic: str | None,
+    limit: int,
+) -> RecallQuery | None:
+    """The query for the index; ``None`` when nothing can match (no terms left, or no scope)."""
+    if not terms or not scopes:
+        return None
+    expression = _match_expression((scope_tag(tenant, s) for s in scopes), terms)
+    return RecallQuery(tenant, expression, tuple(kinds) if kinds else None, topic, limit)
+
+
+def rank(conn: sqlite3.Connection, query: RecallQuery) -> Ranked:
+    """The best ``query.limit`` active memories, in order; reads only (SPEC 2: in a read snapshot,
+    with the ``index_epoch`` read in the same snapshot when the answer is to be cached)."""
+    return _rank(conn, query.tenant, query.expression, query.kinds, query.topic, query.limit)
+
+
+def stamp(conn: sqlite3.Connection, ranked: Ranked, now: str, *, index_changed: bool = False) -> None:
+    """Set ``last_accessed_at`` of the ranked memories (not re-indexed), in the write transaction.
+
+    ``index_changed``: the index epoch moved since the ranking's snapshot, so a ranked memory may be
+    deleted, or gone (a reset) with its row number reused; then only rows that still hold the same
+    active memory are stamped. An answer may thus name a memory deleted meanwhile: it was active
+    when ranked.
+    """
+    if not ranked:
+        return
+    if not index_changed:
+        conn.execute(
+            f"INSERT INTO memory_access (seq, last_accessed_at) VALUES {', '.join('(?, ?)' for _ in ranked)}"  # noqa: S608 - placeholders only
+            " ON CONFLICT (seq) DO UPDATE SET last_accessed_at = excluded.last_accessed_at",
+            [value for _, seq, _ in ranked for value in (seq, now)],
+        )
+        return
+    conn.execute(
+        "INSERT INTO memory_access (seq, last_accessed_at) SELECT seq, ? FROM memories"  # noqa: S608 - placeholders only
+        f" WHERE status = 'active' AND (seq, id) IN (VALUES {', '.join('(?, ?)' for _ in ranked)})"
+        " ON CONFLICT (seq) DO UPDATE SET last_accessed_at = excluded.last_accessed_at",
+        [now, *(value for _, seq, memory in ranked for value in (seq, memory["id"]))],
+    )
+
+
+def answer(ranked: Ranked, now: str) -> list[dict[str, Any]]:
+    """The response's memories: new dicts (the nested scope too), the cached ones are shared by
+    every answer of their epoch."""
+    return [
+        {**memory, "scope": {**memory["scope"]}, "last_accessed_at": now, "score": score}
+        for score, _, memory in ranked
+    ]
+
+
 def recall(
     conn: sqlite3.Connection,
     *,
@@ -205,28 +301,14 @@ def recall(
     cache: RecallCache | None = None,
     index_epoch: int = 0,
 ) -> list[dict[str, Any]]:
-    """The best ``limit`` active memories; sets their ``last_accessed_at`` (not re-indexed).
-
-    With a ``cache``, ``index_epoch`` must be the one read in the caller's write transaction.
-    """
-    if not terms or not scopes:
+    """Rank and stamp in the caller's one (write) transaction; ``index_epoch`` read in it."""
+    query = prepare(tenant=tenant, scopes=scopes, terms=terms, kinds=kinds, topic=topic, limit=limit)
+    if query is None:
         return []
-    expression = _match_expression((scope_tag(tenant, s) for s in scopes), terms)
-    key = (expression, tuple(kinds) if kinds else None, topic, limit)
-    ranked = None if cache is None else cache.get(index_epoch, key)
+    ranked = None if cache is None else cache.get(index_epoch, query.key)
     if ranked is None:
-        ranked = _rank(conn, tenant, expression, kinds, topic, limit)
+        ranked = rank(conn, query)
         if cache is not None:
-            cache.put(index_epoch, key, ranked)
-    if not ranked:
-        return []
-    conn.execute(
-        f"INSERT INTO memory_access (seq, last_accessed_at) VALUES {', '.join('(?, ?)' for _ in ranked)}"  # noqa: S608 - placeholders only
-        " ON CONFLICT (seq) DO UPDATE SET last_accessed_at = excluded.last_accessed_at",
-        [value for _, seq, _ in ranked for value in (seq, now)],
-    )
-    # New dicts, the nested scope too: the cached ones are shared by every answer of this epoch.
-    return [
-        {**memory, "scope": {**memory["scope"]}, "last_accessed_at": now, "score": score}
-        for score, _, memory in ranked
-    ]
+            cache.put(index_epoch, query.key, ranked)
+    stamp(conn, ranked, now)
+    return answer(ranked, now)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
 from typing import Any
 
@@ -12,14 +13,16 @@ from fake_lucy.domain.ids import IdFactory
 from fake_lucy.domain.lifecycle import VersionContent, clear_index, create_memory
 from fake_lucy.domain.principals import Scope, create_credential, ensure_tenant
 from fake_lucy.store import queries
-from lucy_memory._contract import load_contract, schema_validator
+from lucy_memory._contract import canonical_bytes, load_contract, schema_validator
 
 __all__ = [
     "BUILTIN_TOKENS",
     "DEFAULT_SEED",
+    "applied_seed",
     "apply_seed",
     "is_initialised",
     "reset",
+    "seed_digest",
     "validate_seed",
 ]
 
@@ -58,6 +61,10 @@ _TABLES = (
     "journal",
     "faults",
     "rate_buckets",
+    "findings",
+    "client_watch",
+    "status_polls",
+    "poll_series",
     "credentials",
     "accounts",
     "tenants",
@@ -78,11 +85,24 @@ def is_initialised(conn: sqlite3.Connection) -> bool:
     return conn.execute("SELECT 1 FROM server_state WHERE id = 1").fetchone() is not None
 
 
+def seed_digest(seed: dict[str, Any]) -> str:
+    """SHA-256 of the seed's RFC 8785 form: the same seed in another layout has the same digest."""
+    return hashlib.sha256(canonical_bytes(seed)).hexdigest()
+
+
+def applied_seed(conn: sqlite3.Connection) -> str | None:
+    """The digest of the seed the database was created or last reset with; ``None`` when it was
+    seeded by a fake-lucy that did not record it."""
+    row = conn.execute("SELECT seed_sha256 FROM server_state WHERE id = 1").fetchone()
+    return None if row is None else row[0]
+
+
 def apply_seed(conn: sqlite3.Connection, ids: IdFactory, seed: dict[str, Any]) -> None:
     """Seed an empty database (inside the caller's transaction)."""
     conn.execute(
         "INSERT INTO server_state (id, clock_offset_us, clock_frozen_us, billing_available,"
-        " id_sequence, auth_epoch, index_epoch) VALUES (1, 0, NULL, 1, 0, 0, 0)"
+        " id_sequence, auth_epoch, index_epoch, seed_sha256) VALUES (1, 0, NULL, 1, 0, 0, 0, ?)",
+        (seed_digest(seed),),
     )
     bump_auth_epoch(conn)  # new epochs after a reset, whatever the caches hold
     server_state.bump_index_epoch(conn)

@@ -19,7 +19,14 @@ from fake_lucy.domain import clock
 from fake_lucy.domain.epochs import bump_index_epoch
 from fake_lucy.domain.errors import DomainError
 
-__all__ = ["RequestStart", "TransactionState", "at_start", "bump_index_epoch", "in_transaction"]
+__all__ = [
+    "RequestStart",
+    "TransactionState",
+    "at_start",
+    "bump_index_epoch",
+    "in_transaction",
+    "index_epoch",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,3 +69,9 @@ def in_transaction(conn: sqlite3.Connection, tenant: str, account: str) -> Trans
         faults_armed=bool(armed),
         index_epoch=int(index_epoch),
     )
+
+
+def index_epoch(conn: sqlite3.Connection) -> int:
+    """The epoch of the recallable memories, as the caller's snapshot sees them."""
+    (epoch,) = conn.execute("SELECT index_epoch FROM server_state WHERE id = 1").fetchone()
+    return int(epoch)

@@ -9,12 +9,16 @@ it into ``httpx.RemoteProtocolError``, as httpx raises for a real dropped connec
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-__all__ = ["ABORT_EXTENSION", "ABORT_MESSAGE", "DropConnection"]
+__all__ = ["ABORT_EXTENSION", "ABORT_MESSAGE", "DropConnection", "NoAnswer", "client_gone"]
+
+log = logging.getLogger("fake_lucy")
 
 ABORT_EXTENSION = "fake_lucy.abort"
 ABORT_MESSAGE = "fake_lucy.abort"
@@ -34,3 +38,23 @@ class DropConnection(Response):
                 " (fake-lucy serve, or fake_lucy.testing's in-process transport)"
             )
         await send({"type": ABORT_MESSAGE})
+
+
+class NoAnswer(Response):
+    """A "response" for a client that already went away (``inputs.ClientGone``): it sends nothing.
+
+    The server saw the disconnect, so an app that returns without a response is not an error to it
+    (uvicorn logs nothing and writes nothing to the closed connection).
+    """
+
+    def __init__(self) -> None:
+        super().__init__(status_code=499)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        return None
+
+
+def client_gone(request: Request) -> NoAnswer:
+    """The one debug line for a client that closed the connection mid-body, and no answer."""
+    log.debug("client went away before its body was complete: %s %s", request.method, request.url.path)
+    return NoAnswer()

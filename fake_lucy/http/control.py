@@ -6,10 +6,7 @@ token — which every domain call receives: a tenant admin acts only within its 
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hmac
-import json
 import re
 import sqlite3
 import time
@@ -20,31 +17,38 @@ from fastapi import APIRouter
 from starlette.requests import Request
 from starlette.responses import Response
 
-from fake_lucy.domain import admin, billing, clock, faults, policy, tenants
+from fake_lucy import __version__
+from fake_lucy.domain import admin, billing, clock, faults, findings, policy, snapshot, tenants
 from fake_lucy.domain.errors import DomainError, invalid_field
 from fake_lucy.domain.ids import random_request_id
 from fake_lucy.domain.policy import policy_dict
 from fake_lucy.domain.records import journal_dict, ledger_dict, memory_dict, proposal_dict
-from fake_lucy.http import inputs
+from fake_lucy.http import cursors, inputs
+from fake_lucy.http.abort import client_gone
 from fake_lucy.http.problems import JSON, ProblemError, json_bytes, problem_response, schema_problem
 from fake_lucy.runtime import FakeLucy
 from fake_lucy.store.queries import Page
 from lucy_memory._contract import (
+    MAX_POINTER,
+    PROPOSAL_STATES,
     InvalidJSONError,
     SchemaValidator,
     load_contract,
+    long_name_error,
+    parameters_validator,
     parse_json_object,
     schema_validator,
 )
-from lucy_memory._contract.validation import MAX_POINTER, long_name_error, parameters_validator
 
 __all__ = ["control_router"]
 
 PAGE_SIZE = 100
+# A route's "schema" for a body that is any JSON object, checked by its handler (a snapshot: its
+# format version is read before its schema, so that a newer version is named as such).
+ANY_OBJECT = "*"
 MAX_PAGE = 1000
 _Handler = Callable[[sqlite3.Connection, dict[str, Any], "_Ctx"], tuple[int, Any]]
 T = TypeVar("T")
-_PROPOSAL_STATUSES = ("pending", "approved", "rejected", "expired", "superseded")
 _SCOPE_KINDS = ("user", "workspace", "project")
 
 
@@ -95,51 +99,13 @@ def _query_int(ctx: _Ctx, name: str, default: int, low: int, high: int) -> int:
     return int(value)
 
 
-def _cursor(ctx: _Ctx) -> Any:
-    value = ctx.query.get("cursor")
-    if not value:
-        return None
-    try:
-        return json.loads(base64.urlsafe_b64decode(value.encode("ascii") + b"=="))
-    except (ValueError, binascii.Error, UnicodeError):
-        raise _bad_parameter("cursor", "is not a cursor this server issued") from None
-
-
-def _encode_cursor(value: Any) -> str:
-    return base64.urlsafe_b64encode(json.dumps(value).encode()).decode().rstrip("=")
-
-
-_MAX_SQLITE_INTEGER = 2**63 - 1
-
-
-def _is_row_number(value: Any) -> bool:
-    # what a cursor of this server holds: a SQLite integer (a bool or an int too large to bind is not)
-    return type(value) is int and 0 <= value <= _MAX_SQLITE_INTEGER
-
-
 def _seq_cursor(ctx: _Ctx) -> int:
-    value = _cursor(ctx)
-    if value is None:
-        return 0
-    if not _is_row_number(value):
-        raise _bad_parameter("cursor", "is not a cursor this server issued")
-    return int(value)
+    return cursors.decode_seq(ctx.query.get("cursor"))
 
 
 def _page(page: Page[T], convert: Callable[[T], dict[str, Any]]) -> dict[str, Any]:
-    next_cursor = None if page.last is None else _encode_cursor(page.last)
+    next_cursor = None if page.last is None else cursors.encode(page.last)
     return {"items": [convert(item) for item in page.items], "next_cursor": next_cursor}
-
-
-def _memory_cursor(ctx: _Ctx) -> tuple[str, int] | None:
-    after = _cursor(ctx)
-    if after is None:
-        return None
-    if not (
-        isinstance(after, list) and len(after) == 2 and type(after[0]) is str and _is_row_number(after[1])
-    ):
-        raise _bad_parameter("cursor", "is not a cursor this server issued")
-    return after[0], after[1]
 
 
 # -- handlers: (conn, body, ctx) -> (status, payload): parse the arguments, one domain call, the answer
@@ -183,7 +149,7 @@ def _set_balance(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> t
 
 def _list_proposals(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
     _only_query(ctx, ("status", "tenant", "limit", "cursor"))
-    status = _query_choice(ctx, "status", _PROPOSAL_STATUSES)
+    status = _query_choice(ctx, "status", PROPOSAL_STATES)
     limit = _query_int(ctx, "limit", PAGE_SIZE, 1, MAX_PAGE)
     after = _seq_cursor(ctx)
     page = admin.proposals(
@@ -218,7 +184,7 @@ def _list_memories(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) ->
         scope_kind=scope_kind,
         scope_id=ctx.query.get("scope_id"),
         history=history,
-        after=_memory_cursor(ctx),
+        after=cursors.decode_pair(ctx.query.get("cursor")),
         limit=limit,
         scope=ctx.scope,
     )
@@ -328,6 +294,34 @@ def _delete_tenant(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) ->
     return 204, None
 
 
+def _list_findings(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
+    _only_query(ctx, ("credential_id", "code", "cursor"))
+    code = _query_choice(ctx, "code", findings.CODES)
+    page = findings.findings(
+        conn,
+        credential_id=ctx.query.get("credential_id"),
+        code=code,
+        tenant=ctx.scope.tenant,
+        after=_seq_cursor(ctx),
+        limit=PAGE_SIZE,
+    )
+    return 200, _page(page, findings.finding_dict)
+
+
+def _get_snapshot(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
+    _only_query(ctx, ("include_journal",))
+    include_journal = _query_bool(ctx, "include_journal", default=False)
+    return 200, snapshot.export_state(
+        conn, fake_version=__version__, tenant=ctx.scope.tenant, include_journal=include_journal
+    )
+
+
+def _put_snapshot(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
+    _only_query(ctx, ())
+    snapshot.restore_state(conn, body, tenant=ctx.scope.tenant)
+    return 200, {"restored": True}
+
+
 # -- the generic control pipeline ----------------------------------------------------------------
 
 
@@ -338,7 +332,7 @@ class ControlApi:
 
     def _authorise(self, request: Request) -> tenants.AdminScope:
         """The server admin token, or a tenant's admin token (never a v1 credential's)."""
-        token = inputs.bearer_token(request.headers)
+        token = inputs.bearer_token(inputs.header_map(request.scope))
         if token is None:
             raise ProblemError("unauthenticated", "the control API needs an admin bearer token")
         if hmac.compare_digest(token.encode("utf-8"), self.fake.admin_token.encode("utf-8")):
@@ -356,8 +350,8 @@ class ControlApi:
             )
         return scope
 
-    async def _body(self, request: Request, schema: str | None) -> dict[str, Any]:
-        raw = await inputs.read_body(request, self.max_body)
+    async def _body(self, request: Request, schema: str | None, max_body: int) -> dict[str, Any]:
+        raw = await inputs.read_body(request, max_body)
         if schema is None:
             return {}
         body: dict[str, Any] = {}
@@ -369,6 +363,8 @@ class ControlApi:
                 body = parse_json_object(raw)
             except InvalidJSONError as exc:
                 raise ProblemError("invalid_json", str(exc)) from None
+        if schema == ANY_OBJECT:
+            return body
         errors = schema_validator(schema).errors(body)
         if errors:
             raise schema_problem(errors)
@@ -380,6 +376,7 @@ class ControlApi:
         schema: str | None,
         handler: _Handler,
         path_schema: SchemaValidator | None = None,
+        max_body: int | None = None,
     ) -> Response:
         request_id = random_request_id()
         try:
@@ -388,7 +385,7 @@ class ControlApi:
                 errors = path_schema.errors(dict(request.path_params))
                 if errors:
                     raise schema_problem(errors, "a path parameter is invalid")
-            body = await self._body(request, schema)
+            body = await self._body(request, schema, max_body or self.max_body)
             ctx = _Ctx(self.fake, request, request_id, scope)
             started = time.perf_counter()
             if handler is _reset and scope.tenant is None:
@@ -402,6 +399,8 @@ class ControlApi:
                 payload = {"reset": True, "took_ms": round((time.perf_counter() - started) * 1000, 3)}
         except DomainError as error:
             return problem_response(error, request_id)
+        except inputs.ClientGone:  # the body never arrived whole: nothing was changed
+            return client_gone(request)
         headers = {"Lucy-Request-Id": request_id}
         if payload is None:
             return Response(status_code=status, headers=headers)
@@ -438,6 +437,9 @@ _ROUTES: list[tuple[str, str, str | None, _Handler]] = [
     ("GET", "/ledger", None, _list_ledger),
     ("POST", "/tenants", "control-tenant-create-request.schema.json", _create_tenant),
     ("DELETE", "/tenants/{tenant}", None, _delete_tenant),
+    ("GET", "/findings", None, _list_findings),
+    ("GET", "/snapshot", None, _get_snapshot),
+    ("PUT", "/snapshot", ANY_OBJECT, _put_snapshot),
 ]
 
 
@@ -453,17 +455,25 @@ def control_router(fake: FakeLucy) -> APIRouter:
             if declared
             else None
         )
+        max_body = int(operations[(method, path)].get("max_body_bytes", api.max_body))
         router.add_api_route(
-            path, _endpoint(api, schema, handler, path_schema), methods=[method], include_in_schema=False
+            path,
+            _endpoint(api, schema, handler, path_schema, max_body),
+            methods=[method],
+            include_in_schema=False,
         )
     return router
 
 
 def _endpoint(
-    api: ControlApi, schema: str | None, handler: _Handler, path_schema: SchemaValidator | None
+    api: ControlApi,
+    schema: str | None,
+    handler: _Handler,
+    path_schema: SchemaValidator | None,
+    max_body: int,
 ) -> Callable[[Request], Awaitable[Response]]:
     # a closure, not default arguments: FastAPI would read those as query parameters of the route
     async def endpoint(request: Request) -> Response:
-        return await api.run(request, schema, handler, path_schema)
+        return await api.run(request, schema, handler, path_schema, max_body)
 
     return endpoint

@@ -5,14 +5,20 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import unquote
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 
-from fake_lucy.domain.principals import PERMISSIONS
 from fake_lucy.http.problems import ProblemError
+from lucy_memory._contract import (
+    CLIENT_NAME_MAX_CHARS,
+    PERMISSIONS,
+    decode_client_name,
+    valid_idempotency_key,
+    valid_token,
+)
 
 __all__ = [
+    "ClientGone",
     "bearer_token",
     "client_name",
     "header_map",
@@ -22,12 +28,7 @@ __all__ = [
     "retry_attempt",
 ]
 
-_IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,255}")
 _RETRY_ATTEMPT = re.compile(r"0|[1-9]|10")  # no sign, no leading zeros (the contract's pattern)
-_CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # C0, DEL and C1
-_VISIBLE_ASCII = re.compile(r"[\x20-\x7e]+")  # on the wire; other text is percent-encoded
-_STRAY_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")  # a literal % travels as %25
-MAX_CLIENT_NAME = 100
 MAX_PERMISSIONS_HEADER = 1000  # the contract's maxLength
 
 
@@ -43,8 +44,17 @@ def header_map(scope: Mapping[str, Any]) -> dict[str, str]:
     return headers
 
 
+class ClientGone(Exception):
+    """The client closed the connection before its body was complete: no one is left to answer.
+
+    Not a ``DomainError`` (there is no response to send) and not a bug (nothing to log but a debug
+    line): the request ends before step 3, so it is not charged, changes nothing and is not journaled.
+    """
+
+
 async def read_body(request: Request, limit: int, headers: Mapping[str, str] | None = None) -> bytes:
-    """The raw body, refused with 413 as soon as it passes ``limit`` bytes."""
+    """The raw body, refused with 413 as soon as it passes ``limit`` bytes; ``ClientGone`` when the
+    client disconnects before sending all of it."""
     if headers is None:
         headers = request.headers
     declared = headers.get("content-length")
@@ -54,21 +64,30 @@ async def read_body(request: Request, limit: int, headers: Mapping[str, str] | N
         raise ProblemError("payload_too_large", f"the body is larger than {limit} bytes")
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise ProblemError("payload_too_large", f"the body is larger than {limit} bytes")
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise ProblemError("payload_too_large", f"the body is larger than {limit} bytes")
+            chunks.append(chunk)
+    except ClientDisconnect:
+        raise ClientGone from None
     return b"".join(chunks)
 
 
 def bearer_token(headers: Mapping[str, str]) -> str | None:
+    """The token of ``Authorization: Bearer <token>``; ``None`` when absent or malformed.
+
+    ``headers`` must come from ``header_map``: a repeated Authorization line is one value joined
+    with ", ", so it carries whitespace inside its token and is malformed, never half-read. The
+    token is one run of visible ASCII (RFC 6750's b64token and any admin token a person may set).
+    """
     value = headers.get("authorization")
     if value is None:
         return None
     scheme, _, token = value.partition(" ")
     token = token.strip(" \t")  # RFC 9110 11.4: one or more spaces after the scheme
-    if scheme.lower() != "bearer" or not token:
+    if scheme.lower() != "bearer" or not valid_token(token):
         return None
     return token
 
@@ -93,21 +112,17 @@ def permissions_header(headers: Mapping[str, str]) -> frozenset[str] | None:
 
 
 def client_name(headers: Mapping[str, str]) -> str | None:
-    """``Lucy-Client-Name``: ≤ 100 characters once percent-decoded, no control characters."""
+    """``Lucy-Client-Name``, percent-decoded and trimmed (the rule is ``decode_client_name``)."""
     value = headers.get("lucy-client-name")
     if value is None:
         return None
-    rule = f"it must be 1 to {MAX_CLIENT_NAME} characters, percent-encoded UTF-8 if not ASCII"
-    if not _VISIBLE_ASCII.fullmatch(value) or _STRAY_PERCENT.search(value):
-        raise _invalid_header("Lucy-Client-Name", rule)
-    try:
-        decoded = unquote(value, encoding="utf-8", errors="strict")
-    except UnicodeDecodeError:
-        raise _invalid_header("Lucy-Client-Name", rule) from None
-    decoded = decoded.strip()
-    if not decoded or len(decoded) > MAX_CLIENT_NAME or _CONTROL_CHARS.search(decoded):
-        raise _invalid_header("Lucy-Client-Name", rule)
-    return decoded
+    name = decode_client_name(value)
+    if name is None:
+        raise _invalid_header(
+            "Lucy-Client-Name",
+            f"it must be 1 to {CLIENT_NAME_MAX_CHARS} characters, percent-encoded UTF-8 if not ASCII",
+        )
+    return name
 
 
 def retry_attempt(headers: Mapping[str, str]) -> int | None:
@@ -122,8 +137,6 @@ def retry_attempt(headers: Mapping[str, str]) -> int | None:
 
 
 def idempotency_key(headers: Mapping[str, str]) -> str | None:
-    """``Idempotency-Key``: 1–255 printable ASCII characters; ``None`` if absent or malformed."""
+    """``Idempotency-Key`` (``valid_idempotency_key``); ``None`` if absent or malformed."""
     value = headers.get("idempotency-key")
-    if value is None or not _IDEMPOTENCY_KEY.fullmatch(value):
-        return None
-    return value
+    return value if valid_idempotency_key(value) else None

@@ -1,4 +1,10 @@
-"""The OpenAPI 3.1 documents, generated from ``contracts/`` and ``schemas/`` (never by FastAPI)."""
+"""The OpenAPI 3.1 documents, generated from ``contracts/`` and ``schemas/`` (never by FastAPI).
+
+Every request body, path parameter, response body and response header carries an example, so mock
+servers (Stoplight Prism), Swagger UI and client generators show and serve valid data: request and
+2xx bodies come from ``contracts/openapi-examples.json``; each problem example is built from the
+contract's errors table (type, title, status, retryable) and that file's detail for the code.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +14,18 @@ from typing import Any
 
 from fake_lucy import __version__
 from fake_lucy.runtime import FakeLucy
-from lucy_memory._contract import load_contract, load_schema, schema_names
+from lucy_memory._contract import load_contract, load_json, load_schema, schema_names
 
-__all__ = ["component_name", "control_openapi", "openapi_document", "v1_openapi"]
+__all__ = [
+    "EXAMPLES_FILE",
+    "component_name",
+    "control_openapi",
+    "openapi_document",
+    "problem_example",
+    "v1_openapi",
+]
+
+EXAMPLES_FILE = "contracts/openapi-examples.json"
 
 _REF = re.compile(r"^([a-z0-9-]+)\.schema\.json(#.*)?$")
 _HEADER_SCHEMAS: dict[str, dict[str, Any]] = {
@@ -60,7 +75,49 @@ def _schema_ref(reference: str) -> dict[str, Any]:
     return {"$ref": f"#/components/schemas/{match.group(1)}{fragment}"}
 
 
-def _operation(name: str, op: dict[str, Any], contract: dict[str, Any], base_path: str) -> dict[str, Any]:
+def problem_example(
+    contract: dict[str, Any], examples: dict[str, Any], operation: str, status: int, code: str
+) -> dict[str, Any]:
+    """The problem body ``operation`` answers with ``code`` under HTTP ``status``."""
+    entry = contract["errors"][code]
+    spec = {
+        **examples["problems"][code],
+        **examples["operations"][operation].get("problems", {}).get(code, {}),
+    }
+    body: dict[str, Any] = {
+        "type": contract["problem_type_base"] + code,
+        "title": entry["title"],
+        "status": status,
+        "detail": spec["detail"],
+        "code": code,
+        "request_id": load_json(EXAMPLES_FILE)["request_id"],
+        "retryable": bool(entry.get("retryable", False)),
+    }
+    if "details" in spec:
+        body["details"] = spec["details"]
+    return body
+
+
+def _header_example(
+    header: str, operation: str, op: dict[str, Any], contract: dict[str, Any], examples: dict[str, Any]
+) -> str:
+    if header == "Fake-Lucy-Version":
+        return __version__
+    if header == "Allow":  # every method the operation's path answers
+        return ", ".join(
+            sorted(
+                other["method"] for other in contract["operations"].values() if other["path"] == op["path"]
+            )
+        )
+    shared: dict[str, str] = load_json(EXAMPLES_FILE)["headers"]
+    own: dict[str, str] = examples["operations"][operation].get("headers", {})
+    return own.get(header, shared[header])
+
+
+def _operation(
+    name: str, op: dict[str, Any], contract: dict[str, Any], base_path: str, examples: dict[str, Any]
+) -> dict[str, Any]:
+    own = examples["operations"][name]
     request_headers = contract.get("headers", {}).get("request", {})
     response_headers = contract.get("headers", {}).get("response", {})
     parameters: list[dict[str, Any]] = []
@@ -73,6 +130,7 @@ def _operation(name: str, op: dict[str, Any], contract: dict[str, Any], base_pat
                 "required": True,
                 "schema": schema,
                 "description": spec.get("description", ""),
+                "example": own["parameters"][param],
             }
         )
     for param, spec in op.get("query", {}).items():
@@ -110,13 +168,24 @@ def _operation(name: str, op: dict[str, Any], contract: dict[str, Any], base_pat
             or ("Success" if is_success else "Error: " + ", ".join(spec.get("codes", [])))
         }
         if spec.get("schema"):
-            response["content"] = {media: {"schema": _schema_ref(spec["schema"])}}
+            if is_success:
+                shown = {name: {"value": own["response"]}}
+            else:
+                shown = {
+                    code: {
+                        "summary": contract["errors"][code]["title"],
+                        "value": problem_example(contract, examples, name, int(status), code),
+                    }
+                    for code in spec["codes"]
+                }
+            response["content"] = {media: {"schema": _schema_ref(spec["schema"]), "examples": shown}}
         headers = {}
         for header in spec.get("headers", []):
             description = response_headers.get(header, {}).get("description", header)
             headers[header] = {
                 "description": description,
                 "schema": _HEADER_SCHEMAS.get(header, {"type": "string"}),
+                "example": _header_example(header, name, op, contract, examples),
             }
         if headers:
             response["headers"] = headers
@@ -136,19 +205,31 @@ def _operation(name: str, op: dict[str, Any], contract: dict[str, Any], base_pat
         "parameters": parameters,
         "responses": responses,
     }
+    if op.get("summary") and op.get("description"):
+        document["description"] = op["description"]
     if op.get("request_schema"):
         document["requestBody"] = {
             "required": not op.get("body_optional", False),
-            "content": {contract["media_type"]: {"schema": _schema_ref(op["request_schema"])}},
+            "content": {
+                contract["media_type"]: {
+                    "schema": _schema_ref(op["request_schema"]),
+                    "examples": {name: {"value": own["request"]}},
+                }
+            },
         }
     return document
 
 
-def openapi_document(contract: dict[str, Any], title: str, security: str) -> dict[str, Any]:
+def openapi_document(
+    contract: dict[str, Any], title: str, security: str, examples: dict[str, Any]
+) -> dict[str, Any]:
+    """``examples`` is the contract's part of ``EXAMPLES_FILE``."""
     base = contract["base_path"]
     paths: dict[str, Any] = {}
     for name, op in contract["operations"].items():
-        paths.setdefault(base + op["path"], {})[op["method"].lower()] = _operation(name, op, contract, base)
+        paths.setdefault(base + op["path"], {})[op["method"].lower()] = _operation(
+            name, op, contract, base, examples
+        )
     return {
         "openapi": "3.1.0",
         "info": {
@@ -166,9 +247,13 @@ def openapi_document(contract: dict[str, Any], title: str, security: str) -> dic
     }
 
 
+def _document(name: str, title: str, security: str) -> dict[str, Any]:
+    return openapi_document(load_contract(name), title, security, load_json(EXAMPLES_FILE)[name])
+
+
 def v1_openapi(fake: FakeLucy | None = None) -> dict[str, Any]:
-    return openapi_document(load_contract("agent-memory-api"), "Lucy Agent Memory HTTP v1", "lucyBearer")
+    return _document("agent-memory-api", "Lucy Agent Memory HTTP v1", "lucyBearer")
 
 
 def control_openapi(fake: FakeLucy | None = None) -> dict[str, Any]:
-    return openapi_document(load_contract("fake-control"), "Fake Lucy control API", "adminBearer")
+    return _document("fake-control", "Fake Lucy control API", "adminBearer")

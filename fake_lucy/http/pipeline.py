@@ -19,15 +19,24 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from fake_lucy.domain import billing, clock, faults, idempotency, lifecycle, ratelimit, server_state
+from fake_lucy.domain import (
+    billing,
+    clock,
+    faults,
+    findings,
+    idempotency,
+    lifecycle,
+    ratelimit,
+    recall,
+    server_state,
+)
 from fake_lucy.domain import journal as journaling
 from fake_lucy.domain.errors import DomainError
 from fake_lucy.domain.ids import random_request_id
 from fake_lucy.domain.principals import Principal, PrincipalCache, Scope
-from fake_lucy.domain.recall import RecallCache, query_terms, recall
 from fake_lucy.domain.records import proposal_dict
 from fake_lucy.http import inputs
-from fake_lucy.http.abort import DropConnection
+from fake_lucy.http.abort import DropConnection, client_gone
 from fake_lucy.http.problems import (
     ERRORS,
     JSON,
@@ -42,6 +51,9 @@ from fake_lucy.http.problems import (
 )
 from fake_lucy.runtime import FakeLucy
 from lucy_memory._contract import (
+    IDEMPOTENCY_KEY_RULE,
+    OPERATION_PERMISSIONS,
+    RETRYABLE_STATUSES,
     InvalidJSONError,
     SchemaError,
     canonical_sha256,
@@ -51,13 +63,8 @@ from lucy_memory._contract import (
 
 __all__ = ["V1Pipeline"]
 
-_PERMISSION = {
-    "recall": "memory:read",
-    "propose": "memory:propose",
-    "proposal_status": "memory:propose",
-}
 _SCHEMA = {"recall": "recall-request.schema.json", "propose": "propose-request.schema.json"}
-_RETRYABLE_STATUSES = frozenset({429, 502, 503, 504})
+_MAX_SUBJECT = 255  # a proposal id longer than this is kept by its hash
 
 
 @dataclass(slots=True)
@@ -72,11 +79,14 @@ class _Call:
     principal: Principal
     journal: journaling.JournalRow
     now_us: int  # the server clock when the request arrived
+    arrived_us: int  # real time when the request arrived (findings judge real waits)
     faults_armed: bool  # may a fault fire? (at arrival; after step 13, as of its transaction)
+    proposal_id: str | None = None
     headers: dict[str, str] = field(default_factory=dict)  # added to every response
     delay_ms: int = 0
     client_name: str | None = None
     journaled: bool = False  # the journal row was written in the request's own transaction
+    secret_key: bool = False  # the Idempotency-Key matches a secret pattern (SPEC 1.5)
 
 
 class V1Pipeline:
@@ -84,7 +94,7 @@ class V1Pipeline:
         self.fake = fake
         self.max_body = int(fake.contract["max_body_bytes"])
         self.principals = PrincipalCache()
-        self.recall_cache = RecallCache()
+        self.recall_cache = recall.RecallCache()
 
     @property
     def conn(self) -> sqlite3.Connection:
@@ -93,6 +103,7 @@ class V1Pipeline:
     # -- the whole pipeline ------------------------------------------------------------------
 
     async def handle(self, request: Request, operation: str, proposal_id: str | None = None) -> Response:
+        arrived_us = clock.real_us()
         request_id = random_request_id()
         incoming = inputs.header_map(request.scope)
         try:
@@ -101,8 +112,13 @@ class V1Pipeline:
             principal = self._authenticate(incoming, start.auth_epoch)  # 3
         except DomainError as error:
             return problem_response(error, request_id)
+        except inputs.ClientGone:  # before step 3: nothing charged, changed or journaled
+            return client_gone(request)
         now_us = principal.now_us()  # the tenant's clock
         key = inputs.idempotency_key(incoming) if operation == "propose" else None
+        secret_key = key is not None and self._looks_secret(incoming, key)
+        if secret_key:
+            key = None  # refused at step 8; the journal row must not keep it (it is written for 4 to 7 too)
         attempt = inputs.retry_attempt(incoming)
         call = _Call(
             request=request,
@@ -122,13 +138,19 @@ class V1Pipeline:
                 body_sha256=hashlib.sha256(raw_body).hexdigest(),
             ),
             now_us=now_us,
+            arrived_us=arrived_us,
             faults_armed=start.faults_armed,
+            proposal_id=proposal_id,
+            secret_key=secret_key,
         )
+        code: str | None = None
         try:
             response = await self._steps(call, proposal_id)
         except DomainError as error:
+            code = error.code
             response = problem_response(error, request_id, call.headers)
         except _Injected as injected:
+            code = injected.fault.code
             response = injected_response(injected.fault, request_id, injected.headers)
         except _Dropped:
             response = DropConnection()
@@ -143,7 +165,45 @@ class V1Pipeline:
             call.journal.status = response.status_code
         with self.fake.db.write() as conn:
             journaling.append(conn, call.journal, max_rows=self.fake.settings.journal_size)
+            self._observe(conn, call, code, response.headers.get("retry-after"))
         return response
+
+    def _observe(
+        self, conn: sqlite3.Connection, call: _Call, code: str | None, retry_after: str | None
+    ) -> list[findings.FindingRecord]:
+        """Findings (SPEC 3.8) on this request, in its journal row's transaction. Returns the
+        findings recorded: the place where each becomes a ``finding`` event (SPEC 3.7), in the
+        same transaction and so in commit order."""
+        journal = call.journal
+        if call.proposal_id is None:
+            subject = journal.body_sha256
+        elif len(call.proposal_id) <= _MAX_SUBJECT:
+            subject = call.proposal_id
+        else:  # a path no proposal id matches: its hash is as good a name and stays small
+            subject = hashlib.sha256(call.proposal_id.encode("utf-8", "surrogatepass")).hexdigest()
+        observation = findings.Observation(
+            request_id=call.request_id,
+            tenant_id=call.principal.tenant_id,
+            credential_id=call.principal.credential_id,
+            operation=call.operation,
+            subject=subject,
+            idempotency_key=journal.idempotency_key,
+            retry_attempt=journal.retry_attempt,
+            status=journal.status,
+            code=code,
+            retry_after=float(retry_after) if retry_after is not None and retry_after.isdigit() else None,
+            arrived_us=call.arrived_us,
+            answered_us=clock.real_us(),
+            clock_us=call.now_us,
+            body_sha256=journal.body_sha256,
+        )
+        return findings.observe(
+            conn,
+            observation,
+            at=journal.at,
+            id_seed=self.fake.ids.seed,
+            max_polls=self.fake.settings.journal_size,
+        )
 
     async def _steps(self, call: _Call, proposal_id: str | None) -> Response:
         self._rate_limit(call, take=False)  # the headers for a refusal at steps 4 and 5
@@ -152,7 +212,7 @@ class V1Pipeline:
         self._rate_limit(call)  # 6
         body = self._parse(call)  # 7
         if call.operation == "recall":
-            response = self._recall(call, body)
+            response = await self._recall(call, body)
         elif call.operation == "proposal_status":
             assert proposal_id is not None
             response = self._status(call, proposal_id)
@@ -184,7 +244,7 @@ class V1Pipeline:
         effective = call.principal.permissions
         if narrowed is not None:
             effective = effective & narrowed
-        needed = _PERMISSION[call.operation]
+        needed = OPERATION_PERMISSIONS[call.operation]
         if needed not in effective:
             raise ProblemError(
                 "permission_denied",
@@ -259,15 +319,27 @@ class V1Pipeline:
         elif call.raw_body:
             raise ProblemError("unsupported_media_type", "proposal status takes no body")
         call.client_name = inputs.client_name(headers)
+        if call.client_name is not None and self._looks_secret(headers, call.client_name):
+            raise ProblemError(
+                "invalid_header",
+                "the Lucy-Client-Name header looks like a secret (it matches a secret pattern);"
+                " it is neither stored nor echoed",
+            )
         if inputs.retry_attempt(headers) == -1:
             raise ProblemError(
                 "invalid_header",
                 "the Lucy-Retry-Attempt header is malformed: it must be an integer from 0 to 10",
             )
+        if call.secret_key:  # 8
+            raise ProblemError(
+                "invalid_header",
+                "the Idempotency-Key header looks like a secret (it matches a secret pattern);"
+                " it is neither stored nor echoed",
+            )
         if call.operation == "propose" and call.journal.idempotency_key is None:  # 8
             raise ProblemError(
                 "idempotency_key_required",
-                "propose needs an Idempotency-Key header of 1 to 255 printable ASCII characters",
+                f"propose needs an Idempotency-Key header of {IDEMPOTENCY_KEY_RULE}",
             )
         schema = _SCHEMA.get(call.operation)
         if schema is not None:  # 9
@@ -311,37 +383,50 @@ class V1Pipeline:
         call.journal.status = status
         call.journal.charged = True
         journaling.append(conn, call.journal, max_rows=self.fake.settings.journal_size)
+        self._observe(conn, call, None, None)
         call.journaled = True
 
-    def _recall(self, call: _Call, body: dict[str, Any]) -> Response:
+    async def _recall(self, call: _Call, body: dict[str, Any]) -> Response:
+        """Steps 11 to 13 of a recall: rank in a read snapshot, off the event loop and without the
+        write lock (however long the query), then a short write transaction for the access times,
+        charge, ledger and journal rows."""
         principal = call.principal
+        scopes: tuple[Scope, ...] = principal.scopes
+        if "scope" in body:  # 11
+            scope = Scope(body["scope"]["kind"], body["scope"]["id"])
+            if not principal.sees(scope):
+                raise ProblemError("scope_forbidden", "the credential cannot see this scope")
+            scopes = (scope,)
+        query = recall.prepare(
+            tenant=principal.tenant_id,
+            scopes=scopes,
+            terms=recall.query_terms(body["query"], self.fake.stop_words),
+            kinds=body.get("kinds"),
+            topic=body.get("topic"),
+            limit=int(body.get("limit", 10)),
+        )
+        # one statement, so one snapshot: a recall that cannot be charged is refused before it ranks
+        before = server_state.in_transaction(self.conn, principal.tenant_id, principal.account_id)
+        billing.check_can_charge(billing_available=before.billing_available, balance=before.balance)  # 12
+        ranked: recall.Ranked = []
+        ranked_at = before.index_epoch
+        if query is not None:
+            cached = self.recall_cache.get(before.index_epoch, query.key)
+            if cached is not None:
+                ranked = cached
+            else:
+                ranked_at, ranked = await self.fake.db.in_snapshot(functools.partial(_rank, query))
+                self.recall_cache.put(ranked_at, query.key, ranked)
         with self.fake.db.write() as conn:
             tx = server_state.in_transaction(conn, principal.tenant_id, principal.account_id)
             now = clock.format_us(tx.now_us)
-            scopes: tuple[Scope, ...] = principal.scopes
-            if "scope" in body:
-                scope = Scope(body["scope"]["kind"], body["scope"]["id"])
-                if not principal.sees(scope):
-                    raise ProblemError("scope_forbidden", "the credential cannot see this scope")
-                scopes = (scope,)
-            billing.check_can_charge(billing_available=tx.billing_available, balance=tx.balance)
-            memories = recall(
-                conn,
-                tenant=principal.tenant_id,
-                scopes=scopes,
-                terms=query_terms(body["query"], self.fake.stop_words),
-                kinds=body.get("kinds"),
-                topic=body.get("topic"),
-                limit=int(body.get("limit", 10)),
-                now=now,
-                cache=self.recall_cache,
-                index_epoch=tx.index_epoch,
-            )
+            billing.check_can_charge(billing_available=tx.billing_available, balance=tx.balance)  # 12
+            recall.stamp(conn, ranked, now, index_changed=tx.index_epoch != ranked_at)  # 13
             remaining = self._charge(conn, call, now)
             self._before_commit(conn, call, tx, 200)
         call.journal.charged = True
         payload = {
-            "memories": memories,
+            "memories": recall.answer(ranked, now),
             "request_id": call.request_id,
             "credits": {"charged": 1, "remaining": remaining},
         }
@@ -367,6 +452,12 @@ class V1Pipeline:
             "credits": {"charged": 1, "remaining": remaining},
         }
         return self._success(call, 200, json_bytes(payload), remaining)
+
+    def _looks_secret(self, incoming: Mapping[str, str], value: str) -> bool:
+        """A header value the fake would keep (journal, ``source``) that matches a secret pattern
+        or holds the caller's own token (SPEC 1.5)."""
+        token = inputs.bearer_token(incoming)
+        return self.fake.scanner.find(value, caller_token=token) is not None
 
     def _secret(self, call: _Call, body: dict[str, Any]) -> lifecycle.Placeholder | None:
         token = inputs.bearer_token(call.incoming)
@@ -496,6 +587,11 @@ class V1Pipeline:
         return BytesResponse(replay.body, status_code=replay.status, headers=headers, media_type=JSON)
 
 
+def _rank(query: recall.RecallQuery, conn: sqlite3.Connection) -> tuple[int, recall.Ranked]:
+    """A recall's read: the index epoch and the ranking, in the caller's one snapshot."""
+    return server_state.index_epoch(conn), recall.rank(conn, query)
+
+
 @functools.lru_cache(maxsize=1024)
 def _proposal_id_errors(proposal_id: str) -> tuple[SchemaError, ...]:
     """Step 9 of a status call, cached: clients poll one id, and the answer depends on it alone."""
@@ -523,7 +619,7 @@ def injected_response(fault: faults.Fault, request_id: str, headers: dict[str, s
             type=TYPE_BASE + fault.code,
             status=fault.status,
             code=fault.code,
-            retryable=fault.status in _RETRYABLE_STATUSES,
+            retryable=fault.status in RETRYABLE_STATUSES,
         )
     return Response(
         json_bytes(body),

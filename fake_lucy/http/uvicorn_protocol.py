@@ -1,4 +1,13 @@
-"""uvicorn HTTP protocols that offer the ``fake_lucy.abort`` ASGI extension (see ``abort.py``)."""
+"""uvicorn's h11 protocol, extended: the ``fake_lucy.abort`` ASGI extension (see ``abort.py``), and
+requests its HTTP parser refuses answered in the contract's problem envelope.
+
+uvicorn answers a request h11 cannot parse (no Host, a non-ASCII request target, conflicting
+Content-Length, a bad chunk size, a NUL or bare CR in a header, a header section over h11's limit)
+with a ``text/plain`` "Invalid HTTP request received." Such a request never reaches the app, so the
+fake answers it here: 400 ``malformed_request``, or 431 ``request_header_fields_too_large`` when
+h11 gives that hint (the receive buffer outgrew its limit), as ``application/problem+json`` with
+``Lucy-Request-Id`` and ``Fake-Lucy-Version``, then closes the connection.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +16,16 @@ import contextlib
 import socket
 from typing import Any
 
-from uvicorn.protocols.http.h11_impl import H11Protocol
+import h11
+from h11._connection import DEFAULT_MAX_INCOMPLETE_EVENT_SIZE  # what uvicorn uses when unconfigured
+from uvicorn.protocols.http.h11_impl import STATUS_PHRASES, H11Protocol
 
+from fake_lucy import __version__
+from fake_lucy.domain.ids import random_request_id
 from fake_lucy.http.abort import ABORT_EXTENSION, ABORT_MESSAGE
+from fake_lucy.http.problems import PROBLEM, json_bytes, problem_body
 
-__all__ = ["AbortingH11Protocol"]
+__all__ = ["AbortingH11Protocol", "parser_refusal"]
 
 
 class _AbortingApp:
@@ -38,10 +52,39 @@ class _AbortingApp:
         await self.app(scope, receive, send_or_abort)
 
 
+class _RememberingConnection(h11.Connection):
+    """An h11 connection that keeps the last parse error (uvicorn catches it and keeps only a string)."""
+
+    parse_error: h11.RemoteProtocolError | None = None
+
+    def next_event(self) -> Any:
+        try:
+            return super().next_event()
+        except h11.RemoteProtocolError as error:
+            self.parse_error = error
+            raise
+
+
+def parser_refusal(error: h11.RemoteProtocolError | None, max_header_bytes: int) -> tuple[int, bytes, bytes]:
+    """(status, request id, problem body) for a request the parser refused; never echoes its bytes."""
+    request_id = random_request_id()
+    if error is not None and error.error_status_hint == 431:
+        code = "request_header_fields_too_large"
+        detail = f"the request line and headers exceed {max_header_bytes} bytes"
+    else:
+        code = "malformed_request"
+        detail = "the request is not valid HTTP/1.1 (request line, headers or body framing)"
+    body = problem_body(code, detail, request_id)
+    return int(body["status"]), request_id.encode("ascii"), json_bytes(body)
+
+
 class AbortingH11Protocol(H11Protocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.app = _AbortingApp(self.app, self)
+        configured = self.config.h11_max_incomplete_event_size
+        self.max_header_bytes = DEFAULT_MAX_INCOMPLETE_EVENT_SIZE if configured is None else configured
+        self.conn = _RememberingConnection(h11.SERVER, self.max_header_bytes)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # asyncio sets TCP_NODELAY only on sockets created with proto=IPPROTO_TCP; a socket handed
@@ -51,3 +94,28 @@ class AbortingH11Protocol(H11Protocol):
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         super().connection_made(transport)  # type: ignore[arg-type]
+
+    def send_400_response(self, msg: str) -> None:
+        """uvicorn calls this when h11 refuses the request: answer with a problem, then close."""
+        conn = self.conn
+        error = conn.parse_error if isinstance(conn, _RememberingConnection) else None
+        status, request_id, body = parser_refusal(error, self.max_header_bytes)
+        headers = [
+            (b"content-type", PROBLEM.encode("ascii")),
+            (b"content-length", str(len(body)).encode("ascii")),
+            (b"lucy-request-id", request_id),
+            (b"fake-lucy-version", __version__.encode("ascii")),
+            (b"connection", b"close"),
+        ]
+        try:
+            events = (
+                h11.Response(status_code=status, headers=headers, reason=STATUS_PHRASES[status]),
+                h11.Data(data=body),
+                h11.EndOfMessage(),
+            )
+            output = b"".join(conn.send(event) or b"" for event in events)
+        except h11.LocalProtocolError:
+            output = b""  # a response had already begun on this connection: closing is all that is left
+        if output:
+            self.transport.write(output)
+        self.transport.close()

@@ -3,17 +3,28 @@
 One connection per process, used only from the event loop's thread: every transaction runs to
 completion without an ``await`` inside it, so within a process transactions never interleave, and
 ``BEGIN IMMEDIATE`` with a ``busy_timeout`` serialises writers across worker processes.
+
+A second, read-only connection serves ``in_snapshot``: a long read (a recall's ranking) runs there,
+in a snapshot of its own, on a thread of its own at a lower CPU priority, while the event loop goes
+on serving other requests (SQLite releases the GIL while it works, and a cheap request wins the CPU
+over a ranking). WAL lets it read while any connection writes.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import os
 import secrets
 import sqlite3
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
+import anyio.to_thread
 from sqlalchemy import create_engine
 from sqlalchemy.pool import StaticPool
 
@@ -35,6 +46,13 @@ class ForeignDatabaseError(ValueError):
 
 MEMORY = ":memory:"
 BUSY_TIMEOUT_MS = 10_000
+READER_NICENESS = 10  # the reading thread's nice value (Linux sets it per thread; elsewhere none)
+T = TypeVar("T")
+
+
+def _lower_priority() -> None:
+    with contextlib.suppress(OSError, AttributeError):  # no per-thread priority here: run as is
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), READER_NICENESS)
 
 
 class Database:
@@ -42,6 +60,9 @@ class Database:
 
     def __init__(self, path: str) -> None:
         self.path = path
+        self.closed = False
+        self._reader: sqlite3.Connection | None = None  # opened and used on the reading thread only
+        self._reading_thread: ThreadPoolExecutor | None = None
         if path != MEMORY:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         try:
@@ -160,6 +181,19 @@ class Database:
             conn.execute("UPDATE memories SET last_accessed_at = NULL WHERE last_accessed_at IS NOT NULL")
 
     @contextmanager
+    def read(self) -> Iterator[sqlite3.Connection]:
+        """``BEGIN`` … ``COMMIT``: one consistent snapshot for several reads. It takes no write lock
+        (WAL), so a slow read here never holds up a writer of another worker."""
+        conn = self.conn
+        conn.execute("BEGIN")
+        try:
+            yield conn
+        except BaseException:  # anything, cancellation included: end the snapshot, then let it go on
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    @contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:
         """``BEGIN IMMEDIATE`` … ``COMMIT``; any exception rolls the whole transaction back."""
         conn = self.conn
@@ -171,5 +205,50 @@ class Database:
             raise
         conn.execute("COMMIT")
 
+    async def in_snapshot(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """``work(conn)`` in one read snapshot, off the event loop: on the reading connection, on its
+        thread (one snapshot at a time). ``work`` only reads. ``:memory:`` has no second connection
+        (another one would be another database): there it runs in a snapshot of the first."""
+        if self.path == MEMORY:
+            with self.read() as conn:
+                return work(conn)
+        if self._reading_thread is None:
+            self._reading_thread = ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix="fake-lucy-reader", initializer=_lower_priority
+            )
+        future = self._reading_thread.submit(self._snapshot, work)
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # another event loop (trio, through anyio): wait in a worker thread
+            return await anyio.to_thread.run_sync(future.result)
+        return await asyncio.wrap_future(future, loop=loop)
+
+    def _snapshot(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        if self._reader is None:
+            self._reader = self._open_reader()
+        conn = self._reader
+        conn.execute("BEGIN")
+        try:
+            return work(conn)
+        finally:  # nothing was written: ending the snapshot either way is the same
+            conn.execute("COMMIT")
+
+    def _open_reader(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, cached_statements=64)
+        conn.row_factory = sqlite3.Row
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        conn.execute("PRAGMA query_only = ON")
+        return conn
+
+    def _close_reader(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+
     def close(self) -> None:
+        if self._reading_thread is not None:
+            self._reading_thread.submit(self._close_reader)
+            self._reading_thread.shutdown(wait=True)  # after every snapshot already asked for
+            self._reading_thread = None
         self.conn.close()
+        self.closed = True

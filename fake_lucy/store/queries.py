@@ -298,7 +298,8 @@ def purge_tenant(conn: sqlite3.Connection, tenant_id: str, *, keep: TenantRecord
     """Delete every row of the tenant but its full-text index (the caller's), its own row and,
     with ``keep``, its first credential and account: memories with their versions and access times,
     proposals, idempotency records, buckets, faults (its own and any on its credentials), journal
-    and ledger rows, the other credentials and accounts."""
+    and ledger rows, findings and what judging its clients remembers, the other credentials and
+    accounts."""
     credential = None if keep is None else keep.first_credential_id
     account = None if keep is None else keep.first_account_id
     statements = (
@@ -312,6 +313,10 @@ def purge_tenant(conn: sqlite3.Connection, tenant_id: str, *, keep: TenantRecord
         " OR credential_id IN (SELECT id FROM credentials WHERE tenant_id = :t)",
         "DELETE FROM journal WHERE tenant = :t",
         "DELETE FROM ledger WHERE tenant_id = :t",
+        "DELETE FROM findings WHERE tenant_id = :t",
+        "DELETE FROM client_watch WHERE tenant_id = :t",
+        "DELETE FROM status_polls WHERE credential_id IN (SELECT id FROM credentials WHERE tenant_id = :t)",
+        "DELETE FROM poll_series WHERE credential_id IN (SELECT id FROM credentials WHERE tenant_id = :t)",
         "DELETE FROM credentials WHERE tenant_id = :t AND id IS NOT :credential",
         "DELETE FROM accounts WHERE tenant_id = :t AND id IS NOT :account",
     )

@@ -210,6 +210,76 @@ class ServerState(SQLModel, table=True):
     id_sequence: int = 0
     auth_epoch: int = 0
     index_epoch: int = 0
+    seed_sha256: str | None = None  # the seed the database was created or last reset with
+
+
+class Finding(SQLModel, table=True):
+    """What a client did that a well-behaved client never does (SPEC 3.8); ``subject`` is what the
+    finding is about (an idempotency key, a body hash, a proposal id), so that one fact is one row."""
+
+    __tablename__ = "findings"
+    __table_args__ = (Index("findings_subject", "credential_id", "code", "subject"),)
+    seq: int | None = Field(default=None, primary_key=True)
+    id: str = Field(unique=True)
+    tenant_id: str
+    credential_id: str
+    code: str
+    subject: str
+    request_ids: str  # JSON list
+    at: str
+    detail: str
+
+
+class ClientWatch(SQLModel, table=True):
+    """The last failed answer a credential got for one request body or one idempotency key, kept
+    for a few minutes so that the next attempt can be judged (``domain.findings``). Only failures
+    are written: a credential whose requests succeed has no rows here."""
+
+    __tablename__ = "client_watch"
+    credential_id: str = Field(primary_key=True)
+    kind: str = Field(primary_key=True)  # recall | propose (a body hash) | key (an Idempotency-Key)
+    subject: str = Field(primary_key=True)
+    tenant_id: str
+    key: str | None = None  # the Idempotency-Key of a failed propose body
+    body_sha256: str
+    request_ids: str  # JSON list: the attempts so far, the last one last
+    status: int | None = None  # None: the connection was dropped
+    code: str | None = None
+    retry_after: float | None = None
+    answered_us: int  # real time of the answer
+    clock_us: int  # server clock at the request's arrival
+    reported: str = ""  # codes already recorded for this chain, comma-separated
+    expires_us: int = Field(index=True)  # real time
+
+
+class PollSeries(SQLModel, table=True):
+    """One credential's polling of one proposal: the series of status requests since the last pause
+    of over a minute, summed up in one row (so that a poll reads and writes one row)."""
+
+    __tablename__ = "poll_series"
+    credential_id: str = Field(primary_key=True)
+    proposal_id: str = Field(primary_key=True)
+    polls: int  # in this series
+    grew: bool = False  # some interval of the series was longer than the one before
+    reported: bool = False  # status_polling_unbounded was recorded for this proposal
+    last_request_id: str
+    last_status: int | None = None  # None: the connection was dropped
+    last_arrived_us: int  # real time
+    last_clock_us: int  # server clock
+    last_interval_us: int | None = None
+
+
+class StatusPoll(SQLModel, table=True):
+    """The polls of a series not reported yet, for the request ids a finding names."""
+
+    __tablename__ = "status_polls"
+    __table_args__ = (Index("status_polls_subject", "credential_id", "proposal_id", "seq"),)
+    seq: int | None = Field(default=None, primary_key=True)
+    credential_id: str
+    proposal_id: str
+    request_id: str
+    arrived_us: int  # real time
+    clock_us: int  # server clock
 
 
 metadata = SQLModel.metadata
@@ -266,6 +336,7 @@ LEGACY_FTS_TABLE = "memory_fts"
 ADDED_COLUMNS = (
     ("server_state", "auth_epoch", "INTEGER NOT NULL DEFAULT 0"),
     ("server_state", "index_epoch", "INTEGER NOT NULL DEFAULT 0"),
+    ("server_state", "seed_sha256", "TEXT"),
     ("tenants", "clock_offset_us", "INTEGER NOT NULL DEFAULT 0"),
     ("tenants", "clock_frozen_us", "INTEGER"),
     ("tenants", "admin_token_sha256", "VARCHAR"),

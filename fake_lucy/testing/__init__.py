@@ -7,11 +7,18 @@ async with InProcessFake.start(tmp_path) as fake:          # ASGI in this proces
 
 with LiveServer.start(tmp_path) as server:                 # real uvicorn on 127.0.0.1:<port 0>
     httpx.get(server.base_url + "/healthz")
+    server.sync_admin.approve(proposal_id)                  # the admin helper, blocking
 ```
 """
 
 from fake_lucy.testing.admin import AdminError, FakeAdmin
+from fake_lucy.testing.clients import (
+    RecordedWaits,
+    RecordingAgentMemoryClient,
+    RecordingSyncAgentMemoryClient,
+)
 from fake_lucy.testing.fakes import InProcessFake, LiveServer, ServeProcess
+from fake_lucy.testing.sync_admin import SyncFakeAdmin
 from fake_lucy.testing.transport import InProcessTransport
 
 __all__ = [
@@ -20,5 +27,9 @@ __all__ = [
     "InProcessFake",
     "InProcessTransport",
     "LiveServer",
+    "RecordedWaits",
+    "RecordingAgentMemoryClient",
+    "RecordingSyncAgentMemoryClient",
     "ServeProcess",
+    "SyncFakeAdmin",
 ]

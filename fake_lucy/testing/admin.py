@@ -7,17 +7,36 @@ from typing import Any
 
 import httpx
 
+from lucy_memory._contract import PERMISSIONS
+
 __all__ = ["AdminError", "FakeAdmin"]
 
 
 class AdminError(Exception):
-    """A control API call failed; ``problem`` is the RFC 9457 body."""
+    """A control API call failed; ``problem`` is the RFC 9457 body. The message shows everything the
+    problem says: status, code, detail, and each of ``details.errors`` (pointer and rule) or the
+    other ``details`` fields, e.g.
+    ``422 invalid_request: the request does not match the schema: /status must be one of: 429, …``."""
 
     def __init__(self, status: int, problem: dict[str, Any]) -> None:
-        super().__init__(f"{status} {problem.get('code')}: {problem.get('detail')}")
+        super().__init__(_describe(status, problem))
         self.status = status
         self.problem = problem
         self.code = problem.get("code")
+
+
+def _describe(status: int, problem: dict[str, Any]) -> str:
+    text = f"{status} {problem.get('code')}: {problem.get('detail')}"
+    details = problem.get("details")
+    if not isinstance(details, dict) or not details:
+        return text
+    errors = details.get("errors")
+    if isinstance(errors, list):
+        listed = [
+            f"{item.get('pointer') or '/'} {item.get('detail')}" for item in errors if isinstance(item, dict)
+        ]
+        return f"{text}: {'; '.join(listed)}" if listed else text
+    return f"{text} ({', '.join(f'{key}={value}' for key, value in details.items())})"
 
 
 class FakeAdmin:
@@ -67,7 +86,7 @@ class FakeAdmin:
         *,
         account: str | None = None,
         user: str | None = None,
-        permissions: tuple[str, ...] = ("memory:read", "memory:propose"),
+        permissions: tuple[str, ...] = PERMISSIONS,
         scopes: list[dict[str, str]] | None = None,
         credits: int | None = None,
     ) -> dict[str, Any]:
@@ -171,6 +190,10 @@ class FakeAdmin:
 
     async def ledger(self, **filters: Any) -> list[dict[str, Any]]:
         return await self._all_pages("/ledger", **filters)
+
+    async def findings(self, **filters: Any) -> list[dict[str, Any]]:
+        """Every finding (SPEC 3.8) matching the filters (``credential_id``, ``code``), oldest first."""
+        return await self._all_pages("/findings", **filters)
 
     async def _all_pages(self, path: str, **filters: Any) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []

@@ -22,11 +22,10 @@ from fake_lucy.domain.seed import DEFAULT_ADMIN_TOKEN, DEV_TOKEN
 from fake_lucy.runtime import FakeLucy
 from fake_lucy.settings import FakeLucySettings
 from fake_lucy.testing.admin import FakeAdmin
+from fake_lucy.testing.sync_admin import SyncFakeAdmin
 from fake_lucy.testing.transport import InProcessTransport
 
 __all__ = ["InProcessFake", "LiveServer", "ServeProcess"]
-
-API_PREFIX = "/api/agent-memory/v1"
 
 
 def _settings(database: Path | str, **options: Any) -> FakeLucySettings:
@@ -127,6 +126,11 @@ class LiveServer(_Shape):
     def admin(self) -> FakeAdmin:
         """The control API helper (a short-lived connection per call: safe in any event loop)."""
         return FakeAdmin(client_factory=self.admin_client)
+
+    @property
+    def sync_admin(self) -> SyncFakeAdmin:
+        """The same helper for synchronous tests: every ``admin`` method, blocking."""
+        return SyncFakeAdmin(self.base_url, self.admin_token)
 
     def _run(self) -> None:
         self.thread.start()

@@ -1,22 +1,41 @@
 """The pytest plugin (entry point ``pytest11: fake_lucy``): fixtures for testing against the fake.
 
-- ``fake_lucy``: the fake in this process (ASGI, real SQLite file), reset for each test. It has
+Two fakes, each reset to its seeded state before every test that uses it:
+
+- ``fake_lucy``: the fake in this process (ASGI, real SQLite file, no socket). It has
   ``.client(token)`` (an ``httpx.AsyncClient``), ``.admin`` (the control API: credentials,
   approve/reject/expire, clock, policies, faults, journal, ledger) and ``.transport``.
-- ``fake_lucy_server``: a real uvicorn server on 127.0.0.1, port 0, reset for each test
-  (``.base_url``, ``.client()``, ``.admin``).
-- ``lucy_client``: a ``lucy_memory.AgentMemoryClient`` wired to ``fake_lucy`` with the dev token.
-- ``lucy_mcp``: an MCP client session (the official ``mcp`` SDK's ``Client``) to the real
-  ``lucy-memory-mcp`` stdio server, configured as a host would (command and environment) against
-  ``fake_lucy_server`` with the dev token and both permissions.
+- ``fake_lucy_server``: a real uvicorn server on 127.0.0.1, port 0 (one per session and worker):
+  ``.base_url``, ``.client()``, ``.admin`` (async) and ``.sync_admin`` (the same methods, blocking,
+  for synchronous tests).
 
-Each pytest-xdist worker gets its own database (``tmp_path_factory`` is per worker). Async
+Clients, and the fake each one runs on (state is shared only between clients of the same fake):
+
+- ``lucy_client``: an async ``AgentMemoryClient`` on ``fake_lucy``.
+- ``lucy_server_client``: an async ``AgentMemoryClient`` on ``fake_lucy_server``.
+- ``lucy_sync_client``: a ``SyncAgentMemoryClient`` on ``fake_lucy_server``.
+- ``lucy_mcp``: an MCP client session (the official ``mcp`` SDK's ``Client``) to the real
+  ``lucy-memory-mcp`` stdio server, configured as a host would (command and environment), on
+  ``fake_lucy_server``.
+
+All use the dev token with both permissions. The three SDK clients never really sleep: each wait
+they ask for (a retry's ``Retry-After``, a ``wait_for_decision`` pause) returns at once and is
+appended to ``.waits``, so after one 429 with ``Retry-After: 3`` a test sees ``waits == [3.0]``.
+``lucy_mcp`` is a separate process and keeps real waits (give its faults ``retry_after=0``).
+
+Each pytest-xdist worker gets its own databases (``tmp_path_factory`` is per worker). Async
 fixtures need an async test runner (anyio's pytest plugin or pytest-asyncio).
 
 ``pytest --lucy-url URL`` runs ``fake_lucy_server`` (and ``lucy_mcp``) against a shared
 ``fake-lucy serve`` instead (SPEC 3.6): each session or xdist worker creates its own tenant with the
 server admin token from ``FAKE_LUCY_ADMIN_TOKEN``, each test resets only that tenant, and the tenant
 is deleted at the end (``fake_lucy.testing.shared``). The in-process fixtures are unchanged.
+
+Judging the client and keeping a failed test's state (``fake_lucy.testing.strict``):
+``--lucy-strict`` or ``@pytest.mark.lucy_strict`` fails a test whose client produced a finding
+(``@pytest.mark.lucy_allow("code", ...)`` to expect one); ``@pytest.mark.lucy_snapshot("file.json")``
+loads a snapshot before a test; ``--lucy-dump-on-failure DIR`` writes each failed test's snapshot,
+journal and findings.
 """
 
 from __future__ import annotations
@@ -26,6 +45,7 @@ import shutil
 import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from mcp import Client, StdioServerParameters
@@ -33,11 +53,29 @@ from mcp.types import Implementation
 
 from fake_lucy.testing.fakes import InProcessFake, LiveServer
 from fake_lucy.testing.shared import SharedTenant, server_admin_token
-from lucy_memory import AgentMemoryClient, create_lucy_http_transport
 
-__all__ = ["fake_lucy", "fake_lucy_server", "lucy_client", "lucy_mcp", "lucy_mcp_parameters"]
+if TYPE_CHECKING:
+    from fake_lucy.testing.clients import RecordingAgentMemoryClient, RecordingSyncAgentMemoryClient
 
-PERMISSIONS = ("memory:read", "memory:propose")
+# --lucy-strict, lucy_allow, lucy_snapshot and --lucy-dump-on-failure: their own plugin module.
+pytest_plugins = ["fake_lucy.testing.strict"]
+
+__all__ = [
+    "fake_lucy",
+    "fake_lucy_server",
+    "lucy_client",
+    "lucy_mcp",
+    "lucy_mcp_parameters",
+    "lucy_server_client",
+    "lucy_sync_client",
+]
+
+
+def _permissions() -> tuple[str, ...]:
+    """Both permissions, read from the contract when a fixture first needs them."""
+    from lucy_memory import PERMISSIONS
+
+    return tuple(PERMISSIONS)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -87,17 +125,62 @@ def fake_lucy_server(_fake_lucy_server_session: LiveServer | SharedTenant) -> Li
 
 
 @pytest.fixture
-async def lucy_client(fake_lucy: InProcessFake) -> AsyncIterator[AgentMemoryClient]:
-    """An SDK client on the in-process fake: dev token, read and propose permissions."""
-    client = AgentMemoryClient(
+async def lucy_client(fake_lucy: InProcessFake) -> AsyncIterator[RecordingAgentMemoryClient]:
+    """An async SDK client on the in-process fake (``fake_lucy``): dev token, read and propose
+    permissions; its waits are recorded in ``.waits`` and return at once."""
+    # Imported here, not at the top: the plugin module stays cheap to import for every pytest run.
+    from fake_lucy.testing.clients import RecordingAgentMemoryClient
+    from lucy_memory import create_lucy_http_transport
+
+    client = RecordingAgentMemoryClient(
         transport=create_lucy_http_transport(
             base_url=fake_lucy.base_url, allow_insecure_loopback=True, http_transport=fake_lucy.transport
         ),
         token=fake_lucy.dev_token,
-        permissions=PERMISSIONS,
+        permissions=_permissions(),
         client_name="pytest",
     )
     async with client:
+        yield client
+
+
+@pytest.fixture
+async def lucy_server_client(
+    fake_lucy_server: LiveServer | SharedTenant,
+) -> AsyncIterator[RecordingAgentMemoryClient]:
+    """An async SDK client on the real server (``fake_lucy_server``, the fake ``lucy_mcp`` uses): dev
+    token, read and propose permissions; its waits are recorded in ``.waits`` and return at once."""
+    from fake_lucy.testing.clients import RecordingAgentMemoryClient
+    from lucy_memory import create_lucy_http_transport
+
+    client = RecordingAgentMemoryClient(
+        transport=create_lucy_http_transport(
+            base_url=fake_lucy_server.base_url, allow_insecure_loopback=True
+        ),
+        token=fake_lucy_server.dev_token,
+        permissions=_permissions(),
+        client_name="pytest",
+    )
+    async with client:
+        yield client
+
+
+@pytest.fixture
+def lucy_sync_client(fake_lucy_server: LiveServer | SharedTenant) -> Iterator[RecordingSyncAgentMemoryClient]:
+    """A blocking SDK client (``SyncAgentMemoryClient``) on the real server (``fake_lucy_server``):
+    dev token, read and propose permissions; its waits are recorded in ``.waits`` and return at once."""
+    from fake_lucy.testing.clients import RecordingSyncAgentMemoryClient
+    from lucy_memory import create_lucy_http_transport
+
+    client = RecordingSyncAgentMemoryClient(
+        transport=create_lucy_http_transport(
+            base_url=fake_lucy_server.base_url, allow_insecure_loopback=True
+        ),
+        token=fake_lucy_server.dev_token,
+        permissions=_permissions(),
+        client_name="pytest",
+    )
+    with client:
         yield client
 
 
@@ -126,7 +209,7 @@ def lucy_mcp_parameters(
 async def lucy_mcp(fake_lucy_server: LiveServer | SharedTenant) -> AsyncIterator[Client]:
     """An MCP session to a real ``lucy-memory-mcp`` subprocess on ``fake_lucy_server``."""
     parameters = lucy_mcp_parameters(
-        fake_lucy_server, token=fake_lucy_server.dev_token, permissions=",".join(PERMISSIONS)
+        fake_lucy_server, token=fake_lucy_server.dev_token, permissions=",".join(_permissions())
     )
     async with Client(parameters, client_info=Implementation(name="pytest", version="1")) as client:
         yield client

@@ -25,6 +25,7 @@ import httpx
 from fake_lucy.domain.seed import DEFAULT_ADMIN_TOKEN
 from fake_lucy.testing.admin import FakeAdmin
 from fake_lucy.testing.fakes import _Shape
+from fake_lucy.testing.sync_admin import SyncFakeAdmin
 
 __all__ = ["ADMIN_TOKEN_VARIABLE", "SharedFakeError", "SharedTenant", "server_admin_token"]
 
@@ -54,7 +55,7 @@ def _problem(response: httpx.Response) -> str:
 class SharedTenant(_Shape):
     """One tenant of a shared fake, with the same surface as ``LiveServer``: ``base_url``,
     ``client()`` (the tenant's credential by default), ``dev_token``, ``admin_token`` (the tenant
-    admin), ``admin`` and ``reset()``; plus ``tenant``, ``account`` and ``credential_id``."""
+    admin), ``admin``, ``sync_admin`` and ``reset()``; plus ``tenant``, ``account`` and ``credential_id``."""
 
     def __init__(self, base_url: str, created: dict[str, Any]) -> None:
         self.base_url = base_url.rstrip("/")
@@ -115,6 +116,11 @@ class SharedTenant(_Shape):
     def admin(self) -> FakeAdmin:
         """The control API as this tenant's admin (a short-lived connection per call)."""
         return FakeAdmin(client_factory=self.admin_client, tenant=self.tenant)
+
+    @property
+    def sync_admin(self) -> SyncFakeAdmin:
+        """The same helper for synchronous tests, as this tenant's admin: every ``admin`` method, blocking."""
+        return SyncFakeAdmin(self.base_url, self.admin_token, tenant=self.tenant)
 
     @classmethod
     @contextlib.contextmanager

@@ -216,6 +216,28 @@ def test_each_negative_example_matches_no_pattern(entry: dict[str, Any], tmp_pat
             assert scanner.find(example) is None, f"{side}: {example!r} is flagged"
 
 
+DISGUISED = load_json("contracts/secret-patterns.json")["disguised"]
+
+
+@pytest.mark.parametrize(
+    "example", DISGUISED["examples"], ids=[f"{e['pattern']}-{i}" for i, e in enumerate(DISGUISED["examples"])]
+)
+def test_a_disguised_secret_is_found_once_normalised_and_missed_as_written(
+    example: dict[str, Any], tmp_path: Path
+) -> None:
+    text, token = example["text"], example.get("caller_token")
+    for side, scanner in _scanners(tmp_path).items():
+        assert not any(p.regex.search(text) for p in scanner.patterns), f"{side}: not a disguise"
+        assert token is None or token not in text
+        assert scanner.find(text, caller_token=token) == example["pattern"], side
+
+
+@pytest.mark.parametrize("text", DISGUISED["negative"])
+def test_normalising_an_ordinary_text_does_not_make_it_a_secret(text: str, tmp_path: Path) -> None:
+    for side, scanner in _scanners(tmp_path).items():
+        assert scanner.find(text) is None, side
+
+
 def test_the_fake_and_the_sdk_compile_the_same_patterns_from_the_contract(tmp_path: Path) -> None:
     expected = [(entry["name"], entry["regex"]) for entry in PATTERNS]
     for side, scanner in _scanners(tmp_path).items():

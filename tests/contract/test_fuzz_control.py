@@ -8,6 +8,7 @@ exempt from the server-error check, and only such a response.
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Iterator
 from typing import Any
 
@@ -179,3 +180,55 @@ def test_a_revoked_credential_is_answered_401() -> None:
     )
     response = case.call()
     assert response.status_code == 401
+
+
+def test_a_snapshot_put_back_restores_the_state_and_a_broken_one_is_a_422() -> None:
+    TALLY.start("control examples")
+    taken = _control("get_snapshot").json()
+    _control("set_balance", path_parameters={"account": "acct_dev"}, body={"balance": 3})
+    assert _control("put_snapshot", body=taken).json() == {"restored": True}
+    assert _recall().headers["lucy-credits-remaining"] == [str(FUZZ_CREDITS - 1)]
+    broken = _control("put_snapshot", body={**taken, "tenants": "none"})
+    assert (broken.status_code, broken.json()["details"]["errors"][0]["pointer"]) == (422, "/tenants")
+
+
+# -- issue 18: the new refusals, as schemathesis cases under the same checks ------------------------
+
+_FORGED = {
+    "lone surrogate": base64.urlsafe_b64encode(b'["\\ud800", 1]').decode().rstrip("="),
+    "nested deep": base64.urlsafe_b64encode(b"[" * 5000 + b"]" * 5000).decode().rstrip("="),
+    "not base64": "%%%",
+}
+
+
+@pytest.mark.parametrize("operation_id", ["list_proposals", "list_memories", "list_requests", "list_ledger"])
+@pytest.mark.parametrize("cursor", list(_FORGED.values()), ids=list(_FORGED))
+def test_a_cursor_the_fake_did_not_issue_is_the_documented_422(operation_id: str, cursor: str) -> None:
+    TALLY.start("control examples")
+    response = _control(operation_id, query={"cursor": cursor})
+    assert response.status_code == 422
+    assert response.json()["details"]["errors"] == [
+        {"pointer": "/cursor", "detail": "is not a cursor this server issued"}
+    ]
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"Idempotency-Key": "AKIAIOSFODNN7EXAMPLE"},
+        {"Lucy-Client-Name": "ghp_1234567890abcdefghijABCDEFGHIJ123456"},
+    ],
+    ids=["idempotency key", "client name"],
+)
+def test_a_secret_looking_header_is_the_documented_400_invalid_header(headers: dict[str, str]) -> None:
+    TALLY.start("control examples")
+    project = {"kind": "project", "id": "project_example"}
+    case = V1[f"{V1_BASE}/proposals"]["POST"].Case(
+        body={"kind": "fact", "content": "A harmless note.", "scope": project},
+        headers={"Authorization": f"Bearer {FUZZ_TOKEN}", "Idempotency-Key": "fuzz-example-1", **headers},
+    )
+    response = case.call_and_validate(**INJECTED_SAFE)
+    TALLY.record("control examples", response.status_code)
+    assert (response.status_code, response.json()["code"]) == (400, "invalid_header")
+    assert "AKIAIOSFODNN7EXAMPLE" not in response.text
+    assert "ghp_1234567890" not in response.text

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.contract.fuzzing import FUZZ_TOKEN, fuzz_config
 from tests.helpers import V1, proposal_body, propose
 
 pytestmark = pytest.mark.anyio
@@ -110,3 +111,13 @@ async def test_retry_attempt_with_a_sign_or_leading_zeros_is_invalid_header(api,
         "/api/agent-memory/v1/recall", json={"query": "x"}, headers={"Lucy-Retry-Attempt": value}
     )
     assert (response.status_code, response.json()["code"]) == (400, "invalid_header")
+
+
+def test_the_negative_data_check_counts_413_and_431_as_refusals() -> None:
+    # A stateful run drew a body over 64 KiB in a negative case: 413 is the contract's refusal (step 2),
+    # as 431 is for a header section over the parser's limit; neither is schema-violating data accepted.
+    for scheme, token in (("lucyBearer", FUZZ_TOKEN), ("adminBearer", "fake-admin-token")):
+        checks = fuzz_config(scheme, token).projects.get_default().checks
+        assert checks.negative_data_rejection.enabled
+        assert {"413", "431", "400", "422"} <= set(checks.negative_data_rejection.expected_statuses)
+        assert "200" not in checks.negative_data_rejection.expected_statuses

@@ -3,10 +3,20 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
 
 import pytest
 
+from fake_lucy.domain import clock
+from fake_lucy.domain import recall as domain_recall
+from fake_lucy.domain import seed as seeding
+from fake_lucy.domain.lifecycle import VersionContent, create_memory
+from fake_lucy.domain.principals import Scope
+from fake_lucy.domain.recall import MAX_TERMS, query_terms
+from fake_lucy.http.openapi import v1_openapi
+from fake_lucy.store.connection import Database
 from fake_lucy.store.tables import fts_table
+from lucy_memory._contract import load_contract
 from tests.helpers import PROJECT, WORKSPACE, approved_memory, recall
 
 pytestmark = pytest.mark.anyio
@@ -146,3 +156,96 @@ async def test_superseded_and_deleted_versions_are_not_recalled(api, admin) -> N
     assert [(m["id"], m["version"]) for m in found] == [(first["memory"]["id"], 2)]
     await admin.delete_memory(first["memory"]["id"])
     assert (await recall(api, "zebra")).json()["memories"] == []
+
+
+# -- issue 18, point 5: a slow recall stalls nobody ---------------------------------------------------
+
+FILLER = [f"filler{chr(97 + n // 26)}{chr(97 + n % 26)}" for n in range(40)]  # distinct, match nothing
+
+
+async def test_only_the_first_32_distinct_terms_of_a_query_count(api, admin) -> None:
+    assert load_contract("agent-memory-api")["recall"]["max_terms"] == MAX_TERMS == 32
+    memory = (await approved_memory(api, admin, "The zeppelin hangar is in Friedrichshafen."))["memory"]
+    # stop words and repeats are not terms: 31 fillers, repeated, with stop words, then the 32nd term
+    counted = " the ".join(FILLER[:31] + FILLER[:31]) + " and zeppelin"
+    assert [m["id"] for m in (await recall(api, counted)).json()["memories"]] == [memory["id"]]
+    beyond = " ".join(FILLER[:32]) + " zeppelin"  # the 33rd distinct term
+    response = await recall(api, beyond)
+    assert (response.status_code, response.json()["memories"]) == (200, [])
+    assert response.json()["credits"]["charged"] == 1
+
+
+def test_the_query_terms_stop_at_32_in_order_of_first_occurrence() -> None:
+    terms = query_terms(" ".join(FILLER + FILLER), frozenset())
+    assert terms == FILLER[:32]
+
+
+async def test_a_recall_ranks_while_another_worker_holds_the_write_lock(
+    fake, api, admin, monkeypatch
+) -> None:
+    memory = (await approved_memory(api, admin, "The zeppelin hangar is in Friedrichshafen."))["memory"]
+    ranked, locked = threading.Event(), threading.Event()
+    ranked_while_locked: list[bool] = []
+    rank = domain_recall.rank
+
+    def rank_and_tell(conn: sqlite3.Connection, query: domain_recall.RecallQuery) -> domain_recall.Ranked:
+        answer = rank(conn, query)
+        ranked.set()
+        return answer
+
+    def other_worker() -> None:  # another process's write transaction, as --workers 2 has
+        conn = sqlite3.connect(fake.fake.settings.database, isolation_level=None)
+        conn.execute("BEGIN IMMEDIATE")
+        locked.set()
+        ranked_while_locked.append(ranked.wait(timeout=5))
+        conn.execute("COMMIT")
+        conn.close()
+
+    monkeypatch.setattr(domain_recall, "rank", rank_and_tell)
+    holder = threading.Thread(target=other_worker)
+    holder.start()
+    assert locked.wait(timeout=5)
+    response = await recall(api, "zeppelin")  # its write transaction waits for the lock to go
+    holder.join()
+    assert ranked_while_locked == [True], "the ranking waited for the write lock"
+    assert [m["id"] for m in response.json()["memories"]] == [memory["id"]]
+    assert response.json()["credits"]["charged"] == 1
+
+
+async def test_a_memory_reset_away_between_ranking_and_writing_is_not_stamped_again(
+    fake, api, admin, monkeypatch
+) -> None:
+    await approved_memory(api, admin, "The zeppelin hangar is in Friedrichshafen.")
+    rank = domain_recall.rank
+    other = Database(fake.fake.settings.database)  # another worker's connection
+
+    def rank_then_reset(conn: sqlite3.Connection, query: domain_recall.RecallQuery) -> domain_recall.Ranked:
+        answer = rank(conn, query)
+        with other.write() as tx:  # reset, then a new memory that takes the freed row number
+            seeding.reset(tx, fake.fake.ids, fake.fake.seed)
+            create_memory(
+                tx,
+                fake.fake.ids,
+                tenant="tenant_dev",
+                scope=Scope("project", "project_example"),
+                content=VersionContent("fact", None, "A memory created after the reset.", 5, None),
+                now=clock.format_us(clock.now_us(tx)),
+            )
+        return answer
+
+    monkeypatch.setattr(domain_recall, "rank", rank_then_reset)
+    try:
+        response = await recall(api, "zeppelin")
+    finally:
+        other.close()
+    assert response.status_code == 200
+    ranked = [m["content"] for m in response.json()["memories"]]
+    assert ranked == ["The zeppelin hangar is in Friedrichshafen."], "the answer is the snapshot's"
+    [fresh] = (await admin.memories())["items"]
+    assert fresh["content"] == "A memory created after the reset."
+    assert fresh["last_accessed_at"] is None, "the new memory on the reused row was stamped"
+
+
+def test_the_served_openapi_states_the_32_term_rule() -> None:
+    operation = v1_openapi()["paths"]["/api/agent-memory/v1/recall"]["post"]
+    assert "only the first 32 distinct terms of the query count" in operation["description"]

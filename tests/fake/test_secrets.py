@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from lucy_memory._contract import load_json
-from tests.helpers import PROJECT, WORKSPACE, approved_memory, proposal_body, propose, status
+from tests.helpers import PROJECT, WORKSPACE, approved_memory, proposal_body, propose, recall, status
 
 pytestmark = pytest.mark.anyio
 
@@ -110,3 +110,84 @@ async def test_a_secret_proposal_still_obeys_the_replaces_rules(
     response = await propose(api, proposal_body(f"Key: {SECRET}", scope=scope, replaces=replaces))
     assert (response.status_code, response.json()["code"]) == (status_code, code)
     assert await admin.ledger() == before
+
+
+# -- issue 18, point 6: secrets in disguise, and secrets in the headers the fake keeps ---------------
+
+DISGUISED = load_json("contracts/secret-patterns.json")["disguised"]["examples"]
+PATTERN_DISGUISES = [e["text"] for e in DISGUISED if e["pattern"] != "caller_token"]
+
+
+@pytest.mark.parametrize("text", PATTERN_DISGUISES)
+async def test_a_disguised_secret_is_rejected_and_never_recallable_even_with_auto_approve(
+    fake, api, admin, text
+) -> None:
+    await admin.set_policy(auto_approve="all")
+    response = await propose(api, proposal_body(f"Config note {text} end"))
+    proposal = response.json()["proposal"]
+    assert (proposal["status"], proposal["reason"]) == ("rejected", "secret_detected")
+    assert proposal["content"] == PLACEHOLDER
+    recalled = (await recall(api, "config note end")).json()["memories"]
+    assert recalled == []
+    assert text.encode() not in _database_bytes(fake)
+
+
+@pytest.mark.parametrize("disguise", ["\u00ad", "\u200d", "fullwidth"])
+async def test_the_callers_token_with_a_soft_hyphen_joiner_or_fullwidth_digits_is_a_secret(
+    fake, admin, disguise
+) -> None:
+    created = await admin.create_credential(scopes=[{"kind": "project", "id": "project_example"}])
+    token = created["token"]
+    if disguise == "fullwidth":
+        disguised = "".join(chr(ord(c) + 0xFEE0) if c.isdigit() else c for c in token)
+        assert disguised != token, "the issued token has a digit to disguise"
+    else:
+        disguised = token[:10] + disguise + token[10:]
+    async with fake.client(token) as own:
+        response = await propose(own, proposal_body(f"my token is {disguised}"))
+    proposal = response.json()["proposal"]
+    assert (proposal["status"], proposal["reason"]) == ("rejected", "secret_detected")
+    assert disguised.encode() not in _database_bytes(fake)
+
+
+SECRET_KEY = "AKIAIOSFODNN7EXAMPLE"
+
+
+async def test_an_idempotency_key_that_looks_like_a_secret_is_400_and_never_journaled(api, admin) -> None:
+    response = await propose(api, key=SECRET_KEY)
+    assert (response.status_code, response.json()["code"]) == (400, "invalid_header")
+    assert SECRET_KEY not in response.text
+    assert (await admin.proposals())["items"] == []
+    [row] = await admin.requests()
+    assert (row["idempotency_key"], row["status"], row["charged"]) == (None, 400, False)
+
+
+async def test_a_secret_idempotency_key_refused_earlier_is_not_journaled_either(api, admin) -> None:
+    # refused at step 4, before the key is checked (step 8): the journal row still leaves it out
+    response = await propose(api, key=SECRET_KEY, headers={"Lucy-Permissions": "memory:read"})
+    assert response.json()["code"] == "permission_denied"
+    [row] = await admin.requests()
+    assert row["idempotency_key"] is None
+    assert SECRET_KEY not in str(await admin.requests())
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "ghp_1234567890abcdefghijABCDEFGHIJ123456",
+        "password=hunter2hunter2",
+        "AKIA%E2%80%8BIOSFODNN7EXAMPLE",  # a zero-width space, percent-encoded
+    ],
+)
+async def test_a_client_name_that_looks_like_a_secret_is_400_and_never_stored(api, admin, name) -> None:
+    response = await propose(api, headers={"Lucy-Client-Name": name})
+    assert (response.status_code, response.json()["code"]) == (400, "invalid_header")
+    assert "IOSFODNN" not in response.text
+    assert "hunter2" not in response.text
+    assert (await admin.proposals())["items"] == []
+
+
+async def test_an_ordinary_client_name_and_key_are_still_accepted(api) -> None:
+    response = await propose(api, key="retry-0001", headers={"Lucy-Client-Name": "ci%20bot%20%E2%9C%93"})
+    assert response.status_code == 201, response.text
+    assert response.json()["proposal"]["source"] == "ci bot ✓"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -101,14 +102,13 @@ async def test_lucy_mcp_is_a_session_to_the_real_stdio_server(lucy_mcp, fake_luc
 
 
 @pytest.mark.slow
-def test_the_readme_plugin_example_passes_as_a_users_suite(tmp_path) -> None:
+def test_the_readme_plugin_examples_pass_as_a_users_suite(tmp_path) -> None:
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## In your tests: the pytest plugin", 1)[1]
-    example = section.split("```python\n", 1)[1].split("```", 1)[0]
-    (tmp_path / "conftest.py").write_text(
-        'import pytest\n\n@pytest.fixture\ndef anyio_backend():\n    return "asyncio"\n'
-    )
-    (tmp_path / "test_readme_example.py").write_text(example)
+    section = readme.split("## In your tests: the pytest plugin", 1)[1].split("\n## ", 1)[0]
+    conftest, asynchronous, synchronous = re.findall(r"```python\n(.*?)```", section, re.DOTALL)
+    (tmp_path / "conftest.py").write_text(conftest)
+    (tmp_path / "test_readme_example.py").write_text(asynchronous)
+    (tmp_path / "test_readme_sync_example.py").write_text(synchronous)
     result = subprocess.run(  # noqa: S603 - our own interpreter
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "error", str(tmp_path)],
         cwd=tmp_path,
@@ -118,4 +118,4 @@ def test_the_readme_plugin_example_passes_as_a_users_suite(tmp_path) -> None:
         check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "2 passed" in result.stdout
+    assert "4 passed" in result.stdout

@@ -17,6 +17,7 @@ from lucy_memory import (
     SecretDetectedError,
     create_lucy_http_transport,
 )
+from lucy_memory._contract import load_json
 from tests.sdk.helpers import PROJECT, Recorder, http_transport, proposal_json
 
 pytestmark = pytest.mark.anyio
@@ -110,6 +111,32 @@ async def test_the_clients_own_token_in_a_field_is_refused(fake, admin, new_clie
 
     assert (caught.value.field, caught.value.pattern) == (field, "caller_token")
     assert OWN_TOKEN not in str(caught.value)
+    await _nothing_happened(admin, recorder)
+
+
+DISGUISED = load_json("contracts/secret-patterns.json")["disguised"]["examples"]
+_OWN_DISGUISES = {
+    "soft hyphen": OWN_TOKEN[:8] + "\u00ad" + OWN_TOKEN[8:],
+    "zero-width joiner": OWN_TOKEN[:8] + "\u200d" + OWN_TOKEN[8:],
+    "fullwidth digits": OWN_TOKEN.replace("0123", "\uff10\uff11\uff12\uff13"),
+}
+
+
+@pytest.mark.parametrize(
+    ("pattern", "text"),
+    [(e["pattern"], e["text"]) for e in DISGUISED if e["pattern"] != "caller_token"]
+    + [("caller_token", f"use {text} here") for text in _OWN_DISGUISES.values()],
+)
+async def test_a_disguised_secret_is_refused_before_sending(fake, admin, new_client, pattern, text) -> None:
+    recorder = Recorder(http_transport(fake))
+    client = new_client(fake, transport=recorder, token=OWN_TOKEN)
+    body = json.dumps({"kind": "fact", "scope": PROJECT, "content": f"Notes: {text}"})
+
+    with pytest.raises(SecretDetectedError) as caught:
+        await client.propose(body)
+
+    assert (caught.value.field, caught.value.pattern) == ("content", pattern)
+    assert text not in str(caught.value)
     await _nothing_happened(admin, recorder)
 
 

@@ -1,26 +1,66 @@
 """``lucy-memory-mcp`` / ``python -m lucy_memory.mcp``: check the configuration, then serve on stdio.
 
-A bad configuration exits with status 2 before serving, after one line on stderr. Logs go to stderr;
-stdout carries only the protocol.
+``-h`` / ``--help`` prints the usage on stdout and exits 0 without serving. The server takes no other
+argument (its configuration is the environment): anything else exits 2 after one line on stderr. A bad
+configuration exits with status 2 before serving, after one line on stderr. Logs go to stderr; while
+serving, stdout carries only the protocol.
 """
 
 from __future__ import annotations
 
 import logging
 import sys
+import textwrap
+from collections.abc import Sequence
 
 import anyio
 
+from lucy_memory._contract import redact
+from lucy_memory.mcp import config as config_module
 from lucy_memory.mcp.config import McpConfigError, load_settings, resolve_config
 from lucy_memory.mcp.server import SERVER_NAME, serve_stdio
 
-__all__ = ["main"]
+__all__ = ["USAGE", "main"]
 
 log = logging.getLogger("lucy_memory.mcp")
-_REDACT_MIN_LENGTH = 8
 
 
-def main() -> int:
+def _environment() -> str:
+    """The variables' table of ``lucy_memory.mcp.config``'s docstring (written once, there)."""
+    parts = (config_module.__doc__ or "").split("```")
+    return textwrap.indent(parts[1].strip("\n"), "  ") + "\n" if len(parts) > 2 else ""
+
+
+USAGE = f"""\
+usage: {SERVER_NAME} [-h]
+
+The Lucy Agent Memory MCP server on stdio, with three tools: memory_recall, memory_propose and
+memory_proposal_status. An MCP host starts it; it takes no arguments and reads its configuration
+from the environment:
+
+{_environment()}
+options:
+  -h, --help  show this message and exit
+
+Exit status: 2 for a bad argument or configuration (one line on stderr); otherwise 0 once the host
+closes stdin.
+"""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments and all(argument in ("-h", "--help") for argument in arguments):
+        sys.stdout.write(USAGE)
+        sys.stdout.flush()
+        return 0
+    if arguments:
+        # The arguments are not echoed: a token passed by mistake must not reach a log.
+        sys.stderr.write(
+            f"{SERVER_NAME}: unrecognized arguments: it takes none but -h/--help (its configuration is "
+            f"LUCY_MEMORY_* in the environment; see {SERVER_NAME} --help)\n"
+        )
+        sys.stderr.flush()
+        return 2
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
     settings = None
     try:
@@ -28,9 +68,8 @@ def main() -> int:
         config = resolve_config(settings)
     except McpConfigError as exc:
         line = str(exc)
-        token = settings.token.get_secret_value() if settings is not None and settings.token else ""
-        if len(token) >= _REDACT_MIN_LENGTH:  # defence in depth: no message is built from the token
-            line = line.replace(token, "[redacted]")
+        if settings is not None and settings.token:  # defence in depth: no message is built from the token
+            line = redact(line, settings.token.get_secret_value())
         sys.stderr.write(f"{SERVER_NAME}: invalid configuration: {line}\n")
         sys.stderr.flush()
         return 2

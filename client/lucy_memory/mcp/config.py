@@ -26,7 +26,7 @@ from types import ModuleType
 from pydantic import SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from lucy_memory.client import PERMISSIONS
+from lucy_memory._contract import OPERATION_PERMISSIONS, PERMISSIONS, TOKEN_RULE, valid_token
 from lucy_memory.errors import ConfigurationError, InsecureTransportError
 from lucy_memory.transport import Transport, create_lucy_http_transport
 
@@ -42,7 +42,7 @@ __all__ = [
 ]
 
 ENV_PREFIX = "LUCY_MEMORY_"
-DEFAULT_PERMISSIONS = ("memory:read",)
+DEFAULT_PERMISSIONS = (OPERATION_PERMISSIONS["recall"],)  # read only, until the host grants more
 _TRANSPORT_MODULE_NAME = "lucy_memory_mcp_transport"
 _UNSAFE_WRITE = stat.S_IWGRP | stat.S_IWOTH
 
@@ -88,7 +88,8 @@ def _permissions(raw: str | None) -> tuple[str, ...]:
     items = [item.strip() for item in raw.split(",")]
     if not items or any(item not in PERMISSIONS for item in items):
         raise McpConfigError(
-            f"{ENV_PREFIX}PERMISSIONS must be a comma list of {', '.join(PERMISSIONS)} (unset = memory:read)"
+            f"{ENV_PREFIX}PERMISSIONS must be a comma list of {', '.join(PERMISSIONS)}"
+            f" (unset = {','.join(DEFAULT_PERMISSIONS)})"
         )
     return tuple(dict.fromkeys(items))
 
@@ -207,9 +208,8 @@ def resolve_config(settings: McpSettings) -> ServerConfig:
     token = settings.token
     if token is None:
         raise McpConfigError(f"{ENV_PREFIX}TOKEN is required (inject it from the host's secret store)")
-    secret = token.get_secret_value()
-    if not (1 <= len(secret) <= 4096 and all("\x21" <= char <= "\x7e" for char in secret)):
-        raise McpConfigError(f"{ENV_PREFIX}TOKEN must be 1 to 4096 printable ASCII characters without spaces")
+    if not valid_token(token.get_secret_value()):
+        raise McpConfigError(f"{ENV_PREFIX}TOKEN must be {TOKEN_RULE}")
     permissions = _permissions(settings.permissions)
     insecure = _insecure_loopback(settings.allow_insecure_loopback)
     if (settings.base_url is None) == (settings.transport_module is None):

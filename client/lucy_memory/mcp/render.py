@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable, Iterable
+from decimal import Decimal
 
+from lucy_memory._contract import IDEMPOTENCY_KEY_RULE
 from lucy_memory.errors import (
     ConnectionFailedError,
     InvalidRequestError,
@@ -21,7 +23,15 @@ from lucy_memory.errors import (
 )
 from lucy_memory.models import Credits, Proposal, ProposalStatusResult, ProposeResult, RecallResult
 
-__all__ = ["new_nonce", "render_error", "render_propose", "render_recall", "render_status"]
+__all__ = [
+    "format_score",
+    "new_nonce",
+    "render_error",
+    "render_propose",
+    "render_recall",
+    "render_status",
+    "status_phrase",
+]
 
 _REPLAY_RULE = (
     "An identical proposal (same arguments and idempotency_key) within 24 h replays this answer "
@@ -31,6 +41,12 @@ _REPLAY_RULE = (
 
 def new_nonce() -> str:
     return secrets.token_hex(16)
+
+
+def format_score(score: float) -> str:
+    """A score as a person reads it: at most 3 significant digits, as a plain decimal without an
+    exponent (``0.000001``, not ``1e-06``; ``12.3``; ``1230``)."""
+    return format(Decimal(f"{score:.3g}"), "f")
 
 
 def _credits(credits: Credits, request_id: str) -> str:
@@ -67,7 +83,7 @@ def render_recall(result: RecallResult, *, nonce_factory: Callable[[], str] = ne
         lines.append(
             f"<<<memory {nonce} id={memory.id} version={memory.version} kind={memory.kind} "
             f"scope={memory.scope.kind}/{memory.scope.id} topic={topic} importance={memory.importance} "
-            f"score={memory.score:g}>>>"
+            f"score={format_score(memory.score)}>>>"
         )
         lines.append(memory.content)
         lines.append(f"<<<end memory {nonce} id={memory.id} version={memory.version}>>>")
@@ -122,10 +138,15 @@ def render_status(result: ProposalStatusResult) -> str:
 # What is safe to do next, per error code (the operation-specific part is added below).
 _NEXT: dict[str, str] = {
     "invalid_json": "Nothing was executed or charged. Send the arguments as one JSON object.",
-    "invalid_header": "Nothing was executed or charged. This is a server configuration problem; retrying "
-    "will not help.",
-    "idempotency_key_required": "Nothing was executed or charged. Give an idempotency_key of 1 to 255 "
-    "printable ASCII characters without spaces, or omit it to have one derived.",
+    "invalid_header": "Nothing was executed or charged. A request header was refused: malformed (a server "
+    "configuration problem), or an idempotency_key that looks like a secret (use another key, or omit "
+    "it); retrying the same call will not help.",
+    "malformed_request": "Nothing was executed or charged. The server could not parse the HTTP request; "
+    "this is a transport problem and retrying will not help.",
+    "request_header_fields_too_large": "Nothing was executed or charged. The request's headers are too "
+    "large for the server; this is a transport or configuration problem and retrying will not help.",
+    "idempotency_key_required": "Nothing was executed or charged. Give an idempotency_key of "
+    f"{IDEMPOTENCY_KEY_RULE}, or omit it to have one derived.",
     "invalid_request": "Nothing was executed or charged. Fix the arguments listed and call again.",
     "unauthenticated": "Nothing was executed or charged. The configured token was refused; retrying will "
     "not help until LUCY_MEMORY_TOKEN is fixed in the host configuration.",
@@ -202,17 +223,21 @@ def _next_step(error: LucyMemoryError, operation: str) -> str:
     return advice.strip()
 
 
+def status_phrase(error: LucyMemoryError) -> str:
+    """How the call ended: ``HTTP 409``, or, when no status arrived, ``no response``, ``no connection``
+    or ``refused before sending`` (never ``HTTP None``)."""
+    if error.status is not None:
+        return f"HTTP {error.status}"
+    if isinstance(error, ResponseLostError):
+        return "no response"
+    if isinstance(error, ConnectionFailedError):
+        return "no connection"
+    return "refused before sending" if error.attempts == 0 else "no HTTP status"
+
+
 def render_error(error: LucyMemoryError, *, operation: str) -> str:
     """``operation`` is ``recall``, ``propose`` or ``proposal_status``."""
-    if error.status is not None:
-        status = f"HTTP {error.status}"
-    elif isinstance(error, ResponseLostError):
-        status = "no response"
-    elif isinstance(error, ConnectionFailedError):
-        status = "no connection"
-    else:
-        status = "refused before sending" if error.attempts == 0 else "no HTTP status"
-    lines = [f"Error {error.code} ({status}) from {operation}: {error.detail}"]
+    lines = [f"Error {error.code} ({status_phrase(error)}) from {operation}: {error.detail}"]
     if isinstance(error, InvalidRequestError) and error.errors:
         lines.append(
             "Problems: " + "; ".join(f"{item.pointer or '/'} {item.detail}" for item in error.errors)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from collections.abc import Awaitable, Callable, Iterable
 from importlib.metadata import version
 from typing import Any
@@ -23,11 +22,11 @@ from mcp.server import Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
 from mcp_types import CLIENT_INFO_META_KEY
 
-from lucy_memory._contract import canonical_sha256
+from lucy_memory._contract import canonical_sha256, clean_client_name
 from lucy_memory.client import AgentMemoryClient
 from lucy_memory.errors import LucyMemoryError
 from lucy_memory.mcp.config import ServerConfig
-from lucy_memory.mcp.render import render_error, render_propose, render_recall, render_status
+from lucy_memory.mcp.render import render_error, render_propose, render_recall, render_status, status_phrase
 from lucy_memory.mcp.tools import PROPOSAL_STATUS, PROPOSE, RECALL, TOOL_NAMES, tools
 from lucy_memory.transport import Transport
 
@@ -37,8 +36,6 @@ log = logging.getLogger("lucy_memory.mcp")
 
 SERVER_NAME = "lucy-memory-mcp"
 DEFAULT_SOURCE = SERVER_NAME
-_CLIENT_NAME_MAX_CHARS = 100
-_CONTROL = re.compile(r"[\x00-\x1F\x7F-\x9F\uD800-\uDFFF]")  # C0, DEL, C1 and lone surrogates
 _MAX_CLIENTS = 32
 _OPERATION = {RECALL: "recall", PROPOSE: "propose", PROPOSAL_STATUS: "proposal_status"}
 _INSTRUCTIONS = (
@@ -50,25 +47,18 @@ _INSTRUCTIONS = (
 Sleep = Callable[[float], Awaitable[None]]
 
 
-def _clean_name(value: object) -> str | None:
-    if not isinstance(value, str):
-        return None
-    name = _CONTROL.sub("", value).strip()[:_CLIENT_NAME_MAX_CHARS].strip()
-    return name or None
-
-
 def client_name(ctx: ServerRequestContext[Any, Any]) -> str:
     """The request's client name (2026-07-28 ``_meta``), else the ``initialize`` one, else ours."""
     meta = ctx.meta
     if meta is not None:
         info = meta.get(CLIENT_INFO_META_KEY)
         if isinstance(info, dict):
-            name = _clean_name(info.get("name"))
+            name = clean_client_name(info.get("name"))
             if name is not None:
                 return name
     params = ctx.session.client_params
     if params is not None:
-        name = _clean_name(params.client_info.name)
+        name = clean_client_name(params.client_info.name)
         if name is not None:
             return name
     return DEFAULT_SOURCE
@@ -148,7 +138,7 @@ class LucyMemoryTools:
         try:
             result = await self._call(client, params.name, arguments)
         except LucyMemoryError as exc:
-            log.info("%s failed: %s (HTTP %s)", params.name, exc.code, exc.status)
+            log.info("%s failed: %s (%s)", params.name, exc.code, status_phrase(exc))
             return _error(render_error(exc, operation=operation))
         except Exception:  # a handler must never raise (it would become a JSON-RPC error); log and say so
             log.exception("%s failed unexpectedly", params.name)

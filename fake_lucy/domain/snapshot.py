@@ -1,0 +1,500 @@
+"""Snapshots (SPEC 3.9): the whole state as one versioned JSON document, and back.
+
+``export_state`` writes ``schemas/snapshot.schema.json``; ``restore_state`` replaces the state with
+a document in one transaction (a refused document changes nothing). Tokens travel only as their
+sha256 (as they are stored), so a restored fake accepts the same tokens; no admin token is ever
+in a snapshot. ``version`` counts format changes: a newer one is refused, an older one is migrated
+(``_MIGRATIONS``) before it is read.
+
+Both take an optional ``tenant``: the document then holds, and a restore replaces, that tenant
+only (for a tenant admin, SPEC 3.6). Each tenant carries its own clock and, for one made by
+``POST /_fake/tenants``, its admin token's sha256, first credential and initial credits (what a
+tenant reset returns to); a restore rebuilds each tenant's full-text table from its memories.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable
+from typing import Any
+
+from fake_lucy.domain import clock, server_state
+from fake_lucy.domain.errors import invalid_field, invalid_request
+from fake_lucy.domain.lifecycle import clear_index, create_index, index_memory
+from fake_lucy.domain.principals import Scope, bump_auth_epoch
+from fake_lucy.store import snapshot as store
+from lucy_memory._contract import schema_validator
+
+__all__ = ["FORMAT", "VERSION", "export_state", "restore_state", "validate"]
+
+FORMAT = "fake-lucy-snapshot"
+VERSION = 1
+SCHEMA = "snapshot.schema.json"
+
+# version n → a function that turns a version-n document into a version n+1 one.
+_MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+
+
+def _scope(kind: str, scope_id: str) -> dict[str, str]:
+    return {"kind": kind, "id": scope_id}
+
+
+# -- out -------------------------------------------------------------------------------------------
+
+
+def export_state(
+    conn: sqlite3.Connection, *, fake_version: str, tenant: str | None = None, include_journal: bool = False
+) -> dict[str, Any]:
+    """The state as a snapshot document (read in the caller's transaction, so it is consistent)."""
+    server = store.server_row(conn)
+    tenants = [tenant] if tenant is not None else store.tenant_ids(conn)
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "fake_version": fake_version,
+        "taken_at": clock.now(conn),
+        "clocks": {
+            "server": {
+                "now": clock.now(conn),
+                "frozen": server["clock_frozen_us"] is not None,
+                "offset_us": int(server["clock_offset_us"]),
+            }
+        },
+        "server": {
+            "billing_available": bool(server["billing_available"]),
+            "id_sequence": int(server["id_sequence"]),
+        },
+        "tenants": [
+            _export_tenant(conn, tenant_id, include_journal)
+            for tenant_id in tenants
+            if store.tenant_rows(conn, "tenants", tenant_id)
+        ],
+    }
+
+
+def _export_tenant(conn: sqlite3.Connection, tenant: str, include_journal: bool) -> dict[str, Any]:
+    [row] = store.tenant_rows(conn, "tenants", tenant)
+    versions: dict[str, list[dict[str, Any]]] = {}
+    for version in store.tenant_rows(conn, "memory_versions", tenant):
+        versions.setdefault(version["memory_id"], []).append(
+            {
+                "version": version["version"],
+                "kind": version["kind"],
+                "topic": version["topic"],
+                "content": version["content"],
+                "importance": version["importance"],
+                "status": version["status"],
+                "source": version["source"],
+                "updated_at": version["updated_at"],
+                "approved_at": version["approved_at"],
+            }
+        )
+    frozen = row["clock_frozen_us"]
+    document: dict[str, Any] = {
+        "id": tenant,
+        "policy": {
+            "auto_approve": json.loads(row["auto_approve"]),
+            "proposal_ttl_seconds": row["proposal_ttl_seconds"],
+            "rate_limit_per_minute": row["rate_limit_per_minute"],
+        },
+        "clock": {
+            "now": clock.format_us(clock.from_state(row["clock_offset_us"], frozen)),
+            "frozen": frozen is not None,
+            "offset_us": int(row["clock_offset_us"]),
+        },
+        "admin_token_sha256": row["admin_token_sha256"],
+        "first_credential_id": row["first_credential_id"],
+        "initial_credits": row["initial_credits"],
+        "accounts": [
+            {"id": account["id"], "balance": account["balance"]}
+            for account in store.tenant_rows(conn, "accounts", tenant)
+        ],
+        "credentials": [
+            {
+                "credential_id": credential["id"],
+                "token_sha256": credential["token_sha256"],
+                "account": credential["account_id"],
+                "user": credential["user_id"],
+                "permissions": [p for p in credential["permissions"].split(",") if p],
+                "scopes": json.loads(credential["scopes"]),
+                "builtin": bool(credential["builtin"]),
+                "revoked": bool(credential["revoked"]),
+            }
+            for credential in store.tenant_rows(conn, "credentials", tenant)
+        ],
+        "memories": [
+            {
+                "id": memory["id"],
+                "scope": _scope(memory["scope_kind"], memory["scope_id"]),
+                "created_at": memory["created_at"],
+                "last_accessed_at": memory["last_accessed_at"],
+                "version": memory["version"],
+                "versions": versions.get(memory["id"], []),
+            }
+            for memory in store.tenant_rows(conn, "memories", tenant)
+        ],
+        "proposals": [
+            _export_proposal(proposal) for proposal in store.tenant_rows(conn, "proposals", tenant)
+        ],
+        "idempotency_records": [
+            {
+                "account": record["account_id"],
+                "key": record["key"],
+                "body_sha256": record["body_sha256"],
+                "state": record["state"],
+                "status": record["status_code"],
+                "body": None
+                if record["response_body"] is None
+                else bytes(record["response_body"]).decode("utf-8"),
+                "original_request_id": record["original_request_id"],
+                "scope": _scope(record["scope_kind"], record["scope_id"]),
+                "created_at": record["created_at"],
+                "expires_at": record["expires_at"],
+                "in_flight_until": record["in_flight_until"],
+            }
+            for record in store.tenant_rows(conn, "idempotency_records", tenant)
+        ],
+        "ledger": [
+            {
+                "request_id": entry["request_id"],
+                "account": entry["account_id"],
+                "tenant": tenant,
+                "operation": entry["operation"],
+                "amount": entry["amount"],
+                "balance_after": entry["balance_after"],
+                "at": entry["at"],
+            }
+            for entry in store.tenant_rows(conn, "ledger", tenant)
+        ],
+    }
+    if include_journal:
+        document["journal"] = [
+            {**entry, **{flag: bool(entry[flag]) for flag in ("charged", "replayed", "dropped")}}
+            for entry in store.journal_rows(conn, tenant)
+        ]
+    return document
+
+
+def _export_proposal(row: dict[str, Any]) -> dict[str, Any]:
+    replaces = None
+    if row["replaces_memory_id"] is not None:
+        replaces = {"memory_id": row["replaces_memory_id"], "version": row["replaces_version"]}
+    memory = None
+    if row["memory_id"] is not None:
+        memory = {"id": row["memory_id"], "version": row["memory_version"]}
+    return {
+        "id": row["id"],
+        "account": row["account_id"],
+        "credential_id": row["credential_id"],
+        "status": row["status"],
+        "kind": row["kind"],
+        "topic": row["topic"],
+        "content": row["content"],
+        "importance": row["importance"],
+        "scope": _scope(row["scope_kind"], row["scope_id"]),
+        "justification": row["justification"],
+        "replaces": replaces,
+        "memory": memory,
+        "reason": row["reason"],
+        "reason_detail": row["reason_detail"],
+        "source": row["source"],
+        "created_at": row["created_at"],
+        "updated_at": row["updated_at"],
+        "expires_at": row["expires_at"],
+        "decided_at": row["decided_at"],
+        "target": row["target_key"],
+    }
+
+
+# -- in --------------------------------------------------------------------------------------------
+
+
+def validate(document: Any) -> dict[str, Any]:
+    """A document this fake can restore (migrated to ``VERSION``), or a 422 ``invalid_request`` with
+    pointers. A newer format version is refused before anything else is read."""
+    if isinstance(document, dict) and document.get("format") == FORMAT:
+        version = document.get("version")
+        if type(version) is int and version > VERSION:
+            raise invalid_field(
+                "/version",
+                f"is a newer snapshot format than this fake reads (up to {VERSION}); upgrade fake-lucy",
+                "the snapshot was written by a newer fake-lucy",
+            )
+        while type(version) is int and version in _MIGRATIONS:
+            document = _MIGRATIONS[version](document)
+            version = document.get("version")
+    errors = schema_validator(SCHEMA).errors(document)
+    if errors:
+        raise invalid_request(
+            (error.as_dict() for error in errors), "the snapshot does not match snapshot.schema.json"
+        )
+    result: dict[str, Any] = document
+    _check_references(result)
+    return result
+
+
+def _check_references(document: dict[str, Any]) -> None:
+    """What the schema cannot say: each reference names something the snapshot holds."""
+    problems: list[dict[str, str]] = []
+    for t, tenant in enumerate(document["tenants"]):
+        base = f"/tenants/{t}"
+        accounts = {account["id"] for account in tenant["accounts"]}
+        credentials = {credential["credential_id"] for credential in tenant["credentials"]}
+        first = tenant.get("first_credential_id")
+        if first is not None and first not in credentials:
+            problems.append(
+                {"pointer": f"{base}/first_credential_id", "detail": "names no credential of its tenant"}
+            )
+        for c, credential in enumerate(tenant["credentials"]):
+            if credential["account"] not in accounts:
+                problems.append(
+                    {"pointer": f"{base}/credentials/{c}/account", "detail": "names no account of its tenant"}
+                )
+        for m, memory in enumerate(tenant["memories"]):
+            numbers = [version["version"] for version in memory["versions"]]
+            if numbers != list(range(1, len(numbers) + 1)):
+                problems.append(
+                    {
+                        "pointer": f"{base}/memories/{m}/versions",
+                        "detail": "must be versions 1, 2, … in order",
+                    }
+                )
+            elif memory["version"] not in numbers:
+                problems.append(
+                    {"pointer": f"{base}/memories/{m}/version", "detail": "names no version of the memory"}
+                )
+        for p, proposal in enumerate(tenant["proposals"]):
+            if proposal["account"] not in accounts:
+                problems.append(
+                    {"pointer": f"{base}/proposals/{p}/account", "detail": "names no account of its tenant"}
+                )
+            if proposal["credential_id"] not in credentials:
+                problems.append(
+                    {
+                        "pointer": f"{base}/proposals/{p}/credential_id",
+                        "detail": "names no credential of its tenant",
+                    }
+                )
+        for name in ("idempotency_records", "ledger"):
+            for i, item in enumerate(tenant[name]):
+                if item["account"] not in accounts:
+                    problems.append(
+                        {"pointer": f"{base}/{name}/{i}/account", "detail": "names no account of its tenant"}
+                    )
+        for i, item in enumerate(tenant.get("journal", [])):
+            if item["credential_id"] not in credentials:
+                problems.append(
+                    {
+                        "pointer": f"{base}/journal/{i}/credential_id",
+                        "detail": "names no credential of its tenant",
+                    }
+                )
+    if problems:
+        raise invalid_request(problems[:100], "the snapshot is inconsistent")
+
+
+def restore_state(conn: sqlite3.Connection, document: Any, *, tenant: str | None = None) -> None:
+    """Replace the state (or one tenant's) with a snapshot, inside the caller's transaction: a
+    refused document raises before the transaction commits, so nothing changes."""
+    snapshot = validate(document)
+    admin_tokens: dict[str, str | None] = {}
+    if tenant is not None:
+        others = [i for i, item in enumerate(snapshot["tenants"]) if item["id"] != tenant]
+        if others:
+            raise invalid_field(f"/tenants/{others[0]}/id", "names another tenant than the one restored")
+        if not snapshot["tenants"]:
+            raise invalid_field("/tenants", "must hold the tenant restored")
+        # the tenant admin restoring its tenant keeps its token: the document's hash is not taken
+        admin_tokens = {
+            row["id"]: row["admin_token_sha256"] for row in store.tenant_rows(conn, "tenants", tenant)
+        }
+        clear_index(conn, tenant, drop=True)
+        store.clear_tenant(conn, tenant)
+    else:
+        for existing in store.tenant_ids(conn):
+            clear_index(conn, existing, drop=True)
+        store.clear_all(conn)
+        frozen_us, offset_us = _clock_columns(snapshot["clocks"]["server"], "/clocks/server")
+        store.write_server_row(
+            conn,
+            offset_us=offset_us,
+            frozen_us=frozen_us,
+            billing_available=snapshot["server"]["billing_available"],
+            id_sequence=snapshot["server"]["id_sequence"],
+        )
+    server = store.server_row(conn)
+    server_clock = (server["clock_frozen_us"], int(server["clock_offset_us"]))
+    for t, item in enumerate(snapshot["tenants"]):
+        base = f"/tenants/{t}"
+        clock_columns = _clock_columns(item["clock"], f"{base}/clock") if "clock" in item else server_clock
+        admin_token = admin_tokens.get(item["id"]) if tenant is not None else item.get("admin_token_sha256")
+        _restore_tenant(conn, item, base, clock_columns=clock_columns, admin_token_sha256=admin_token)
+    bump_auth_epoch(conn)
+    server_state.bump_index_epoch(conn)
+
+
+def _clock_columns(written: dict[str, Any], pointer: str) -> tuple[int | None, int]:
+    """The stored clock columns (frozen µs, offset µs) of a snapshot's clock (the server's or a
+    tenant's): frozen at ``now``, or running with its offset; either way within the range the
+    control API allows."""
+    try:
+        now_us = clock.parse_timestamp(written["now"])
+    except ValueError:  # the schema's pattern takes 2031-02-30; the calendar does not
+        raise invalid_field(f"{pointer}/now", "must be a real date and time") from None
+    latest = clock.parse_timestamp(clock.LATEST)
+    if written["frozen"]:
+        if now_us > latest:
+            raise invalid_field(f"{pointer}/now", f"must not be past {clock.LATEST}")
+        # a frozen clock's offset is not read until it runs again, which sets a new one; kept as
+        # written so that a restored state exports the same document
+        return now_us, int(written["offset_us"])
+    offset_us = int(written["offset_us"])
+    if not 0 <= clock.real_us() + offset_us <= latest:
+        raise invalid_field(f"{pointer}/offset_us", f"must keep the clock between 1970 and {clock.LATEST}")
+    return None, offset_us
+
+
+def _insert(conn: sqlite3.Connection, table: str, values: dict[str, Any], pointer: str) -> int:
+    try:
+        return store.insert(conn, table, values)
+    except sqlite3.IntegrityError:
+        raise invalid_field(
+            pointer, "repeats an id (or an active topic of its scope) held elsewhere"
+        ) from None
+
+
+def _restore_tenant(
+    conn: sqlite3.Connection,
+    tenant: dict[str, Any],
+    base: str,
+    *,
+    clock_columns: tuple[int | None, int],
+    admin_token_sha256: str | None,
+) -> None:
+    tenant_id = tenant["id"]
+    policy = tenant["policy"]
+    frozen_us, offset_us = clock_columns
+    _insert(
+        conn,
+        "tenants",
+        {
+            "id": tenant_id,
+            "auto_approve": json.dumps(policy["auto_approve"]),
+            "proposal_ttl_seconds": policy["proposal_ttl_seconds"],
+            "rate_limit_per_minute": policy["rate_limit_per_minute"],
+            "clock_offset_us": offset_us,
+            "clock_frozen_us": frozen_us,
+            "admin_token_sha256": admin_token_sha256,
+            "first_credential_id": tenant.get("first_credential_id"),
+            "initial_credits": tenant.get("initial_credits"),
+        },
+        f"{base}/id",
+    )
+    create_index(conn, tenant_id)
+    for i, account in enumerate(tenant["accounts"]):
+        values = {"id": account["id"], "tenant_id": tenant_id, "balance": account["balance"]}
+        _insert(conn, "accounts", values, f"{base}/accounts/{i}/id")
+    for i, credential in enumerate(tenant["credentials"]):
+        values = {
+            "id": credential["credential_id"],
+            "token_sha256": credential["token_sha256"],
+            "tenant_id": tenant_id,
+            "account_id": credential["account"],
+            "user_id": credential["user"],
+            "permissions": ",".join(credential["permissions"]),
+            "scopes": json.dumps(credential["scopes"]),
+            "builtin": credential["builtin"],
+            "revoked": credential["revoked"],
+        }
+        _insert(conn, "credentials", values, f"{base}/credentials/{i}")
+    for i, memory in enumerate(tenant["memories"]):
+        _restore_memory(conn, tenant_id, memory, f"{base}/memories/{i}")
+    for i, proposal in enumerate(tenant["proposals"]):
+        _insert(conn, "proposals", _proposal_row(tenant_id, proposal), f"{base}/proposals/{i}/id")
+    for i, record in enumerate(tenant["idempotency_records"]):
+        values = {
+            "account_id": record["account"],
+            "key": record["key"],
+            "body_sha256": record["body_sha256"],
+            "state": record["state"],
+            "status_code": record["status"],
+            "response_body": None if record["body"] is None else record["body"].encode("utf-8"),
+            "original_request_id": record["original_request_id"],
+            "scope_kind": record["scope"]["kind"],
+            "scope_id": record["scope"]["id"],
+            "created_at": record["created_at"],
+            "expires_at": record["expires_at"],
+            "in_flight_until": record["in_flight_until"],
+        }
+        _insert(conn, "idempotency_records", values, f"{base}/idempotency_records/{i}/key")
+    for i, entry in enumerate(tenant["ledger"]):
+        values = {
+            "request_id": entry["request_id"],
+            "account_id": entry["account"],
+            "tenant_id": tenant_id,
+            "operation": entry["operation"],
+            "amount": entry["amount"],
+            "balance_after": entry["balance_after"],
+            "at": entry["at"],
+        }
+        _insert(conn, "ledger", values, f"{base}/ledger/{i}")
+    for i, entry in enumerate(tenant.get("journal", [])):
+        _insert(conn, "journal", {**entry, "tenant": tenant_id}, f"{base}/journal/{i}")
+
+
+def _restore_memory(conn: sqlite3.Connection, tenant: str, memory: dict[str, Any], pointer: str) -> None:
+    current = memory["versions"][memory["version"] - 1]
+    scope = Scope(memory["scope"]["kind"], memory["scope"]["id"])
+    head = {
+        "id": memory["id"],
+        "tenant_id": tenant,
+        "scope_kind": scope.kind,
+        "scope_id": scope.id,
+        "version": memory["version"],
+        "created_at": memory["created_at"],
+        **{name: current[name] for name in _VERSION_FIELDS},
+    }
+    seq = _insert(conn, "memories", head, f"{pointer}/id")
+    if memory["last_accessed_at"] is not None:
+        store.insert(conn, "memory_access", {"seq": seq, "last_accessed_at": memory["last_accessed_at"]})
+    for version in memory["versions"]:
+        values = {"memory_id": memory["id"], "version": version["version"]}
+        values.update({name: version[name] for name in _VERSION_FIELDS})
+        _insert(conn, "memory_versions", values, f"{pointer}/versions/{version['version'] - 1}")
+    if current["status"] == "active":
+        index_memory(conn, seq, tenant, scope, current["content"], current["topic"])
+
+
+_VERSION_FIELDS = ("kind", "topic", "content", "importance", "status", "source", "updated_at", "approved_at")
+
+
+def _proposal_row(tenant: str, proposal: dict[str, Any]) -> dict[str, Any]:
+    replaces = proposal["replaces"] or {}
+    memory = proposal["memory"] or {}
+    return {
+        "id": proposal["id"],
+        "tenant_id": tenant,
+        "account_id": proposal["account"],
+        "credential_id": proposal["credential_id"],
+        "status": proposal["status"],
+        "kind": proposal["kind"],
+        "topic": proposal["topic"],
+        "content": proposal["content"],
+        "importance": proposal["importance"],
+        "scope_kind": proposal["scope"]["kind"],
+        "scope_id": proposal["scope"]["id"],
+        "justification": proposal["justification"],
+        "replaces_memory_id": replaces.get("memory_id"),
+        "replaces_version": replaces.get("version"),
+        "memory_id": memory.get("id"),
+        "memory_version": memory.get("version"),
+        "reason": proposal["reason"],
+        "reason_detail": proposal["reason_detail"],
+        "source": proposal["source"],
+        "created_at": proposal["created_at"],
+        "updated_at": proposal["updated_at"],
+        "expires_at": proposal["expires_at"],
+        "decided_at": proposal["decided_at"],
+        "target_key": proposal["target"],
+    }

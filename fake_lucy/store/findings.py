@@ -1,0 +1,334 @@
+"""The statements of the findings (SPEC 3.8): recorded findings, the watch on failed answers and the
+recent status polls. ``domain.findings`` decides; these functions only read and write rows.
+
+The v1 pipeline calls ``watch_rows`` for every recall and propose and ``poll_series`` /
+``put_poll_series`` for every proposal status, inside the request's write transaction: each is
+one statement on a primary key.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from fake_lucy.store.queries import Page
+
+__all__ = [
+    "FindingRecord",
+    "SeriesRecord",
+    "WatchRecord",
+    "add_finding",
+    "add_poll",
+    "drop_watch",
+    "findings_page",
+    "forget_polls",
+    "newest_poll_ids",
+    "next_finding_seq",
+    "nth_newest_poll",
+    "original_request_id",
+    "poll_series",
+    "put_poll_series",
+    "put_watch",
+    "watch_rows",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class FindingRecord:
+    seq: int
+    id: str
+    tenant_id: str
+    credential_id: str
+    code: str
+    subject: str
+    request_ids: tuple[str, ...]
+    at: str
+    detail: str
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> FindingRecord:
+        return cls(
+            seq=row["seq"],
+            id=row["id"],
+            tenant_id=row["tenant_id"],
+            credential_id=row["credential_id"],
+            code=row["code"],
+            subject=row["subject"],
+            request_ids=tuple(json.loads(row["request_ids"])),
+            at=row["at"],
+            detail=row["detail"],
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class WatchRecord:
+    """The last failed answer to one request body (``kind`` recall or propose, ``subject`` its
+    sha256) or one idempotency key (``kind`` key)."""
+
+    credential_id: str
+    kind: str
+    subject: str
+    tenant_id: str
+    key: str | None
+    body_sha256: str
+    request_ids: tuple[str, ...]
+    status: int | None
+    code: str | None
+    retry_after: float | None
+    answered_us: int
+    clock_us: int
+    reported: frozenset[str]
+    expires_us: int
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> WatchRecord:
+        return cls(
+            credential_id=row["credential_id"],
+            kind=row["kind"],
+            subject=row["subject"],
+            tenant_id=row["tenant_id"],
+            key=row["key"],
+            body_sha256=row["body_sha256"],
+            request_ids=tuple(json.loads(row["request_ids"])),
+            status=row["status"],
+            code=row["code"],
+            retry_after=row["retry_after"],
+            answered_us=row["answered_us"],
+            clock_us=row["clock_us"],
+            reported=frozenset(filter(None, row["reported"].split(","))),
+            expires_us=row["expires_us"],
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SeriesRecord:
+    """One credential's current series of polls of one proposal (``poll_series``)."""
+
+    credential_id: str
+    proposal_id: str
+    polls: int
+    grew: bool
+    reported: bool
+    last_request_id: str
+    last_status: int | None
+    last_arrived_us: int
+    last_clock_us: int
+    last_interval_us: int | None
+
+
+# -- the watch on failed answers ------------------------------------------------------------------
+
+
+_WATCH_ROW = "SELECT * FROM client_watch WHERE credential_id = ? AND kind = ? AND subject = ?"
+_WATCH_ROWS = {1: _WATCH_ROW, 2: f"{_WATCH_ROW} UNION ALL {_WATCH_ROW}"}
+
+
+def watch_rows(
+    conn: sqlite3.Connection, credential_id: str, wanted: Sequence[tuple[str, str]], *, now_us: int
+) -> dict[tuple[str, str], WatchRecord]:
+    """The live rows of a credential among one or two ``wanted`` (kind, subject) pairs, in one
+    statement of primary-key lookups (a credential whose requests never failed finds nothing)."""
+    params: list[str] = []
+    for kind, subject in wanted:
+        params.extend((credential_id, kind, subject))
+    rows = conn.execute(_WATCH_ROWS[len(wanted)], params).fetchall()
+    if not rows:
+        return {}
+    records = (WatchRecord.from_row(row) for row in rows if row["expires_us"] >= now_us)
+    return {(record.kind, record.subject): record for record in records}
+
+
+def put_watch(conn: sqlite3.Connection, record: WatchRecord) -> None:
+    """Insert or replace a row; rows past their time go at the same moment (a failure is rare)."""
+    conn.execute("DELETE FROM client_watch WHERE expires_us < ?", (record.answered_us,))
+    conn.execute(
+        "INSERT OR REPLACE INTO client_watch (credential_id, kind, subject, tenant_id, key, body_sha256,"
+        " request_ids, status, code, retry_after, answered_us, clock_us, reported, expires_us)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            record.credential_id,
+            record.kind,
+            record.subject,
+            record.tenant_id,
+            record.key,
+            record.body_sha256,
+            json.dumps(list(record.request_ids)),
+            record.status,
+            record.code,
+            record.retry_after,
+            record.answered_us,
+            record.clock_us,
+            ",".join(sorted(record.reported)),
+            record.expires_us,
+        ),
+    )
+
+
+def drop_watch(conn: sqlite3.Connection, credential_id: str, kind: str, subject: str) -> None:
+    conn.execute(
+        "DELETE FROM client_watch WHERE credential_id = ? AND kind = ? AND subject = ?",
+        (credential_id, kind, subject),
+    )
+
+
+# -- status polls ---------------------------------------------------------------------------------
+
+
+def poll_series(conn: sqlite3.Connection, credential_id: str, proposal_id: str) -> SeriesRecord | None:
+    row = conn.execute(
+        "SELECT * FROM poll_series WHERE credential_id = ? AND proposal_id = ?", (credential_id, proposal_id)
+    ).fetchone()
+    if row is None:
+        return None
+    return SeriesRecord(
+        credential_id=row["credential_id"],
+        proposal_id=row["proposal_id"],
+        polls=row["polls"],
+        grew=bool(row["grew"]),
+        reported=bool(row["reported"]),
+        last_request_id=row["last_request_id"],
+        last_status=row["last_status"],
+        last_arrived_us=row["last_arrived_us"],
+        last_clock_us=row["last_clock_us"],
+        last_interval_us=row["last_interval_us"],
+    )
+
+
+def put_poll_series(conn: sqlite3.Connection, series: SeriesRecord, *, new: bool) -> None:
+    """Write a series row: an insert for a ``new`` one, else an update of its columns in place."""
+    values = (
+        series.polls,
+        series.grew,
+        series.reported,
+        series.last_request_id,
+        series.last_status,
+        series.last_arrived_us,
+        series.last_clock_us,
+        series.last_interval_us,
+        series.credential_id,
+        series.proposal_id,
+    )
+    if new:
+        conn.execute(
+            "INSERT INTO poll_series (polls, grew, reported, last_request_id, last_status, last_arrived_us,"
+            " last_clock_us, last_interval_us, credential_id, proposal_id)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            values,
+        )
+    else:
+        conn.execute(
+            "UPDATE poll_series SET polls = ?, grew = ?, reported = ?, last_request_id = ?, last_status = ?,"
+            " last_arrived_us = ?, last_clock_us = ?, last_interval_us = ?"
+            " WHERE credential_id = ? AND proposal_id = ?",
+            values,
+        )
+
+
+def add_poll(
+    conn: sqlite3.Connection,
+    *,
+    credential_id: str,
+    proposal_id: str,
+    request_id: str,
+    arrived_us: int,
+    clock_us: int,
+    max_rows: int,
+) -> None:
+    """Append a poll; like the journal, the oldest rows past ``max_rows`` go."""
+    (seq,) = conn.execute(
+        "INSERT INTO status_polls (credential_id, proposal_id, request_id, arrived_us, clock_us)"
+        " VALUES (?, ?, ?, ?, ?) RETURNING seq",
+        (credential_id, proposal_id, request_id, arrived_us, clock_us),
+    ).fetchone()
+    if seq > max_rows:
+        conn.execute("DELETE FROM status_polls WHERE seq <= ?", (seq - max_rows,))
+
+
+def nth_newest_poll(
+    conn: sqlite3.Connection, credential_id: str, proposal_id: str, n: int
+) -> tuple[int, int] | None:
+    """(real, server-clock) arrival of the ``n``-th newest poll (1 = the newest), in one seek."""
+    row = conn.execute(
+        "SELECT arrived_us, clock_us FROM status_polls WHERE credential_id = ? AND proposal_id = ?"
+        " ORDER BY seq DESC LIMIT 1 OFFSET ?",
+        (credential_id, proposal_id, n - 1),
+    ).fetchone()
+    return None if row is None else (int(row[0]), int(row[1]))
+
+
+def newest_poll_ids(conn: sqlite3.Connection, credential_id: str, proposal_id: str, n: int) -> list[str]:
+    """The request ids of the newest ``n`` polls, oldest first."""
+    rows = conn.execute(
+        "SELECT request_id FROM status_polls WHERE credential_id = ? AND proposal_id = ?"
+        " ORDER BY seq DESC LIMIT ?",
+        (credential_id, proposal_id, n),
+    ).fetchall()
+    return [row[0] for row in reversed(rows)]
+
+
+def forget_polls(conn: sqlite3.Connection, credential_id: str, proposal_id: str) -> None:
+    conn.execute(
+        "DELETE FROM status_polls WHERE credential_id = ? AND proposal_id = ?", (credential_id, proposal_id)
+    )
+
+
+def original_request_id(conn: sqlite3.Connection, credential_id: str, key: str) -> str | None:
+    """The request that first used ``key`` for the credential's account (its stored answer)."""
+    row = conn.execute(
+        "SELECT r.original_request_id FROM idempotency_records r"
+        " JOIN credentials c ON c.account_id = r.account_id WHERE c.id = ? AND r.key = ?",
+        (credential_id, key),
+    ).fetchone()
+    return None if row is None else str(row[0])
+
+
+# -- findings -------------------------------------------------------------------------------------
+
+
+def next_finding_seq(conn: sqlite3.Connection) -> int:
+    (seq,) = conn.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM findings").fetchone()
+    return int(seq)
+
+
+def add_finding(conn: sqlite3.Connection, record: FindingRecord) -> None:
+    conn.execute(
+        "INSERT INTO findings (seq, id, tenant_id, credential_id, code, subject, request_ids, at, detail)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            record.seq,
+            record.id,
+            record.tenant_id,
+            record.credential_id,
+            record.code,
+            record.subject,
+            json.dumps(list(record.request_ids)),
+            record.at,
+            record.detail,
+        ),
+    )
+
+
+def findings_page(
+    conn: sqlite3.Connection,
+    *,
+    credential_id: str | None,
+    code: str | None,
+    tenant: str | None,
+    after: int,
+    limit: int,
+) -> Page[FindingRecord]:
+    """Findings in the order they were recorded."""
+    clauses: list[str] = ["seq > ?"]
+    params: list[object] = [after]
+    for column, value in (("credential_id", credential_id), ("code", code), ("tenant_id", tenant)):
+        if value is not None:
+            clauses.append(f"{column} = ?")
+            params.append(value)
+    rows = conn.execute(
+        f"SELECT * FROM findings WHERE {' AND '.join(clauses)} ORDER BY seq LIMIT ?",  # noqa: S608 - constant clauses
+        [*params, limit + 1],
+    ).fetchall()
+    items = [FindingRecord.from_row(row) for row in rows[:limit]]
+    return Page(items, rows[limit - 1]["seq"] if len(rows) > limit else None)

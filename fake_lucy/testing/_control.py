@@ -1,0 +1,175 @@
+"""Synchronous access to one fake's control state, for the plugin's hooks (``testing.strict``).
+
+pytest hooks are not async, so an in-process fake is read through the domain directly (its
+database, in this thread), and any other fake through its control API with a blocking httpx client.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from fake_lucy import __version__
+from fake_lucy.domain import admin, findings, snapshot
+from fake_lucy.domain.errors import DomainError
+from fake_lucy.domain.records import journal_dict
+from fake_lucy.runtime import FakeLucy
+from fake_lucy.testing.fakes import InProcessFake
+
+__all__ = ["Baseline", "Control", "for_fixture_value"]
+
+_PAGE = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Baseline:
+    """What a fake held when a test began: its findings and its newest journal row."""
+
+    finding_ids: frozenset[str]
+    last_request_id: str | None
+
+
+class Control(ABC):
+    """One fake, as the hooks see it; ``identity`` tells two handles of one fake apart from two fakes."""
+
+    identity: object
+
+    @abstractmethod
+    def findings(self) -> list[dict[str, Any]]: ...
+
+    @abstractmethod
+    def journal(self) -> list[dict[str, Any]]: ...
+
+    @abstractmethod
+    def last_request_id(self) -> str | None:
+        """The newest journal row's request id."""
+
+    @abstractmethod
+    def snapshot(self) -> dict[str, Any]: ...
+
+    @abstractmethod
+    def restore(self, document: Any) -> None: ...
+
+    def baseline(self) -> Baseline:
+        return Baseline(
+            finding_ids=frozenset(item["finding_id"] for item in self.findings()),
+            last_request_id=self.last_request_id(),
+        )
+
+    def dump(self, test: str, baseline: Baseline) -> dict[str, Any]:
+        """``{test, snapshot, journal, findings}``: the state now, and the test's own requests and
+        findings (those after the baseline)."""
+        journal = self.journal()
+        ids = [row["request_id"] for row in journal]
+        if baseline.last_request_id in ids:
+            journal = journal[ids.index(baseline.last_request_id) + 1 :]
+        return {
+            "test": test,
+            "snapshot": self.snapshot(),
+            "journal": journal,
+            "findings": [item for item in self.findings() if item["finding_id"] not in baseline.finding_ids],
+        }
+
+
+class InProcessControl(Control):
+    def __init__(self, fake: FakeLucy) -> None:
+        self.fake = fake
+        self.identity = fake
+
+    def findings(self) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        after = 0
+        with self.fake.db.write() as conn:
+            while True:
+                page = findings.findings(conn, after=after, limit=_PAGE)
+                items.extend(findings.finding_dict(record) for record in page.items)
+                if page.last is None:
+                    return items
+                after = page.last
+
+    def journal(self) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = []
+        after = 0
+        with self.fake.db.write() as conn:
+            while True:
+                page = admin.journal(
+                    conn, operation=None, credential_id=None, newest=None, after=after, limit=_PAGE
+                )
+                rows.extend(journal_dict(row) for row in page.items)
+                if page.last is None:
+                    return rows
+                after = page.last
+
+    def last_request_id(self) -> str | None:
+        with self.fake.db.write() as conn:
+            page = admin.journal(conn, operation=None, credential_id=None, newest=1, after=0, limit=1)
+        return page.items[-1].request_id if page.items else None
+
+    def snapshot(self) -> dict[str, Any]:
+        with self.fake.db.write() as conn:
+            return snapshot.export_state(conn, fake_version=__version__)
+
+    def restore(self, document: Any) -> None:
+        try:
+            with self.fake.db.write() as conn:
+                snapshot.restore_state(conn, document)
+        except DomainError as exc:
+            raise ValueError(f"the snapshot cannot be restored: {exc.detail} {exc.details or ''}") from None
+
+
+class HttpControl(Control):
+    def __init__(self, base_url: str, admin_token: str) -> None:
+        self.base_url = base_url
+        self.admin_token = admin_token
+        self.identity = base_url
+
+    def _call(self, method: str, path: str, **options: Any) -> Any:
+        with httpx.Client(
+            base_url=self.base_url, headers={"Authorization": f"Bearer {self.admin_token}"}, timeout=30
+        ) as http:
+            response = http.request(method, "/_fake" + path, **options)
+        if response.status_code >= 400:
+            raise ValueError(
+                f"the fake answered {method} /_fake{path} with {response.status_code}: {response.text}"
+            )
+        return response.json()
+
+    def _pages(self, path: str) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        cursor = None
+        while True:
+            page = self._call("GET", path, params={} if cursor is None else {"cursor": cursor})
+            items.extend(page["items"])
+            cursor = page["next_cursor"]
+            if cursor is None:
+                return items
+
+    def findings(self) -> list[dict[str, Any]]:
+        return self._pages("/findings")
+
+    def journal(self) -> list[dict[str, Any]]:
+        return self._pages("/requests")
+
+    def last_request_id(self) -> str | None:
+        items = self._call("GET", "/requests", params={"limit": 1})["items"]
+        return str(items[-1]["request_id"]) if items else None
+
+    def snapshot(self) -> dict[str, Any]:
+        result: dict[str, Any] = self._call("GET", "/snapshot")
+        return result
+
+    def restore(self, document: Any) -> None:
+        self._call("PUT", "/snapshot", json=document)
+
+
+def for_fixture_value(value: Any) -> Control | None:
+    """The control handle of a fixture value that is a fake, else None."""
+    if isinstance(value, InProcessFake):
+        return InProcessControl(value.fake)
+    base_url, admin_token = getattr(value, "base_url", None), getattr(value, "admin_token", None)
+    if isinstance(base_url, str) and isinstance(admin_token, str):
+        return HttpControl(base_url, admin_token)
+    return None

@@ -1,0 +1,174 @@
+"""The plugin's judgement of a test's client (SPEC 3.8, 3.9), registered by ``pytest_plugin``.
+
+- ``--lucy-strict`` (or ``@pytest.mark.lucy_strict`` on a test): a test whose requests produced a
+  finding fails when its body is over, with one line per finding (code, request ids, detail).
+  ``@pytest.mark.lucy_allow("code", ...)`` lets a test produce those codes on purpose.
+- ``@pytest.mark.lucy_snapshot("file.json")``: the fake is put into that snapshot before the test
+  (a relative path is read next to the test file).
+- ``--lucy-dump-on-failure DIR``: for each failed test, one JSON file ``{test, snapshot, journal,
+  findings}`` named after its node id.
+
+The fakes of a test are found among its fixture values: the plugin's own (``fake_lucy``,
+``fake_lucy_server``, ``ServeProcess``) and any object with ``base_url`` and ``admin_token``
+(a fake that runs elsewhere). This module imports only the standard library and pytest at import
+time; what talks to a fake is imported when a test needs it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Generator, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from fake_lucy.testing._control import Baseline, Control
+
+__all__ = ["dump_file_name", "format_findings"]
+
+_BASELINES = pytest.StashKey[list[tuple["Control", "Baseline"]]]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("fake_lucy", "fake-lucy (Lucy Agent Memory fake)")
+    group.addoption(
+        "--lucy-strict",
+        action="store_true",
+        default=False,
+        help="fail every test whose client produced a finding (GET /_fake/findings)",
+    )
+    group.addoption(
+        "--lucy-dump-on-failure",
+        metavar="DIR",
+        default=None,
+        help="write, for each failed test, its fake's snapshot, journal and findings to DIR",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "lucy_strict: fail this test if its client produced a finding (as --lucy-strict)"
+    )
+    config.addinivalue_line(
+        "markers", "lucy_allow(*codes): findings of these codes do not fail this test under strict mode"
+    )
+    config.addinivalue_line(
+        "markers", "lucy_snapshot(path): put the fake into this snapshot file before the test"
+    )
+
+
+def format_findings(findings: list[dict[str, Any]]) -> str:
+    """One line per finding: its code, the request ids that show it and its sentence."""
+    count = len(findings)
+    lines = [f"the client broke a Lucy client rule: {count} finding{'s' if count != 1 else ''}"]
+    lines.extend(
+        f"  {item['code']}: {', '.join(item['request_ids'])} — {item['detail']}" for item in findings
+    )
+    return "\n".join(lines)
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def dump_file_name(nodeid: str) -> str:
+    """The node id with every character outside ``A-Za-z0-9._-`` replaced by ``_``, plus ``.json``."""
+    return _UNSAFE.sub("_", nodeid) + ".json"
+
+
+def _strict(item: pytest.Item) -> bool:
+    return bool(item.config.getoption("--lucy-strict")) or item.get_closest_marker("lucy_strict") is not None
+
+
+def _allowed(item: pytest.Item) -> set[str]:
+    allowed: set[str] = set()
+    for marker in item.iter_markers("lucy_allow"):
+        allowed.update(str(code) for code in marker.args)
+    return allowed
+
+
+def _fixture_values(item: pytest.Item) -> Iterator[Any]:
+    funcargs: dict[str, Any] = getattr(item, "funcargs", {})
+    yield from funcargs.values()
+
+
+def _controls(item: pytest.Item) -> list[Control]:
+    """One control handle per distinct fake among the test's fixture values."""
+    from fake_lucy.testing import _control  # a test that uses no fake never imports it
+
+    controls: list[Control] = []
+    seen: set[object] = set()
+    for value in _fixture_values(item):
+        found = _control.for_fixture_value(value)
+        if found is not None and found.identity not in seen:
+            seen.add(found.identity)
+            controls.append(found)
+    return controls
+
+
+def _watching(item: pytest.Item) -> bool:
+    config = item.config
+    return (
+        _strict(item)
+        or config.getoption("--lucy-dump-on-failure") is not None
+        or item.get_closest_marker("lucy_snapshot") is not None
+    )
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
+    if not _watching(item):
+        return (yield)
+    controls = _controls(item)
+    marker = item.get_closest_marker("lucy_snapshot")
+    if marker is not None:
+        _restore_snapshot(item, marker, controls)
+    item.stash[_BASELINES] = [(control, control.baseline()) for control in controls]
+    result = yield
+    if _strict(item):
+        allowed = _allowed(item)
+        found = [
+            finding
+            for control, baseline in item.stash[_BASELINES]
+            for finding in control.findings()
+            if finding["finding_id"] not in baseline.finding_ids and finding["code"] not in allowed
+        ]
+        if found:
+            pytest.fail(format_findings(found), pytrace=False)
+    return result
+
+
+def _restore_snapshot(item: pytest.Item, marker: pytest.Mark, controls: list[Control]) -> None:
+    if len(marker.args) != 1 or not isinstance(marker.args[0], str | os.PathLike):
+        raise pytest.UsageError(
+            f"{item.nodeid}: lucy_snapshot takes one path, e.g. lucy_snapshot('state.json')"
+        )
+    path = Path(marker.args[0])
+    if not path.is_absolute():
+        path = Path(str(item.path)).parent / path
+    if not controls:
+        raise pytest.UsageError(
+            f"{item.nodeid}: lucy_snapshot needs a fake fixture (fake_lucy, fake_lucy_server)"
+        )
+    document = json.loads(path.read_text(encoding="utf-8"))
+    for control in controls:
+        control.restore(document)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+    report = yield
+    directory = item.config.getoption("--lucy-dump-on-failure")
+    if directory is not None and report.when == "call" and report.failed:
+        baselines = item.stash.get(_BASELINES, [])
+        if baselines:
+            control, baseline = baselines[0]
+            path = Path(directory)
+            path.mkdir(parents=True, exist_ok=True)
+            document = control.dump(item.nodeid, baseline)
+            target = path / dump_file_name(item.nodeid)
+            target.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return report

@@ -1,0 +1,38 @@
+"""Issue 17, point 7: an ``AdminError`` says everything its problem says, so a failing test's output
+is enough to fix the call."""
+
+from __future__ import annotations
+
+import pytest
+
+from fake_lucy.testing import AdminError
+from tests.helpers import propose
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_an_admin_error_lists_each_schema_error_with_its_pointer_and_rule(admin) -> None:
+    with pytest.raises(AdminError) as caught:
+        await admin.call("POST", "/faults", {"operation": "propose", "status": 201, "count": 0})
+    assert str(caught.value) == (
+        "422 invalid_request: the request does not match the schema: /count must be at least 1; "
+        "/status must be one of: 429, 500, 502, 503, 504; /status must be at least 429"
+    )
+    assert caught.value.problem["details"]["errors"][0] == {
+        "pointer": "/count",
+        "detail": "must be at least 1",
+    }
+
+
+async def test_an_admin_error_shows_the_other_details_its_problem_carries(api, admin) -> None:
+    proposal = (await propose(api)).json()["proposal"]
+    await admin.reject(proposal["id"])
+    with pytest.raises(AdminError) as caught:
+        await admin.approve(proposal["id"])
+    assert caught.value.code == "invalid_transition"
+    assert str(caught.value).endswith(" (status=rejected)")
+
+
+def test_an_admin_error_without_details_is_status_code_and_detail() -> None:
+    error = AdminError(404, {"code": "not_found", "detail": "no such proposal"})
+    assert str(error) == "404 not_found: no such proposal"

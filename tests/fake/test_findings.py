@@ -1,0 +1,225 @@
+"""Findings (SPEC 3.8): a deliberately naive client, written here with plain httpx, breaks each client
+rule of the Lucy README once; the fake records exactly that finding, pointing at the requests that
+show it. Clients that keep the rules (waiting on the fake's clock instead of sleeping) produce none.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.helpers import PROJECT, V1
+
+pytestmark = pytest.mark.anyio
+
+PROPOSAL = {
+    "kind": "decision",
+    "content": "We deploy on Fridays only with a rollback plan.",
+    "scope": PROJECT,
+}
+
+
+class NaiveClient:
+    """A client that knows nothing of the rules: it sends what it is told, when it is told."""
+
+    def __init__(self, http: httpx.AsyncClient) -> None:
+        self.http = http
+        self.request_ids: list[str] = []
+
+    def _seen(self, response: httpx.Response) -> httpx.Response:
+        self.request_ids.append(response.headers["lucy-request-id"])
+        return response
+
+    async def recall(self, query: str = "deploy", **headers: str) -> httpx.Response:
+        return self._seen(await self.http.post(V1 + "/recall", json={"query": query}, headers=headers))
+
+    async def propose(self, key: str, body: dict[str, Any] | None = None, **headers: str) -> httpx.Response:
+        raw = json.dumps(PROPOSAL if body is None else body).encode()
+        response = await self.http.post(
+            V1 + "/proposals",
+            content=raw,
+            headers={"Idempotency-Key": key, "Content-Type": "application/json", **headers},
+        )
+        return self._seen(response)
+
+    async def status(self, proposal_id: str, **headers: str) -> httpx.Response:
+        return self._seen(await self.http.get(f"{V1}/proposals/{proposal_id}", headers=headers))
+
+
+@pytest.fixture
+async def naive(fake):
+    async with fake.client() as http:
+        yield NaiveClient(http)
+
+
+async def _findings(admin) -> list[tuple[str, list[str]]]:
+    return [(item["code"], item["request_ids"]) for item in await admin.findings()]
+
+
+async def test_a_recall_repeated_after_an_injected_503_is_recall_retried(naive, admin) -> None:
+    await admin.add_fault("recall", 503)
+    assert (await naive.recall()).status_code == 503
+    assert (await naive.recall()).status_code == 200
+    assert await _findings(admin) == [("recall_retried", naive.request_ids)]
+
+
+async def test_the_same_proposal_under_a_new_key_after_a_503_is_propose_retry_new_key(naive, admin) -> None:
+    await admin.add_fault("propose", 503)
+    assert (await naive.propose("naive-key-1")).status_code == 503
+    assert (await naive.propose("naive-key-2")).status_code == 201
+    assert await _findings(admin) == [("propose_retry_new_key", naive.request_ids)]
+
+
+async def test_a_propose_repeated_after_a_4xx_is_propose_retry_not_retryable(naive, admin) -> None:
+    invalid = {**PROPOSAL, "importance": 99}
+    assert (await naive.propose("naive-key", invalid)).status_code == 422
+    assert (await naive.propose("naive-key", invalid)).status_code == 422
+    assert await _findings(admin) == [("propose_retry_not_retryable", naive.request_ids)]
+
+
+async def test_a_fourth_attempt_of_one_key_is_too_many_retries(naive, admin) -> None:
+    await admin.add_fault("propose", 503, count=4)
+    statuses = [(await naive.propose("naive-key")).status_code for _ in range(4)]
+    assert statuses == [503, 503, 503, 503]
+    assert await _findings(admin) == [("too_many_retries", naive.request_ids)]
+
+
+async def test_a_retry_that_ignores_retry_after_2_is_retry_before_retry_after(naive, admin) -> None:
+    await admin.add_fault("propose", 429, retry_after=2)
+    first = await naive.propose("naive-key")
+    assert (first.status_code, first.headers["retry-after"]) == (429, "2")
+    assert (await naive.propose("naive-key")).status_code == 201
+    assert await _findings(admin) == [("retry_before_retry_after", naive.request_ids)]
+
+
+async def test_a_retry_after_retry_after_120_is_retry_after_over_limit(naive, admin) -> None:
+    await admin.add_fault("propose", 429, retry_after=120)
+    assert (await naive.propose("naive-key")).status_code == 429
+    assert (await naive.propose("naive-key")).status_code == 201
+    assert await _findings(admin) == [("retry_after_over_limit", naive.request_ids)]
+
+
+async def test_forty_status_polls_in_a_tight_loop_are_status_polling_unbounded(naive, admin) -> None:
+    proposal_id = (await naive.propose("naive-key")).json()["proposal"]["id"]
+    for _ in range(40):
+        assert (await naive.status(proposal_id)).status_code == 200
+    polls = naive.request_ids[1:]
+    [(code, request_ids)] = await _findings(admin)
+    assert code == "status_polling_unbounded"
+    # Ten polls whose intervals never grew; only if this machine stalled for over 100 ms between two
+    # polls did the intervals "grow", and then the 31st poll within 60 s is the one that shows it.
+    assert request_ids in (polls[:10], polls[:31])
+
+
+async def test_a_different_body_under_a_used_key_is_payload_changed_for_key(naive, admin) -> None:
+    assert (await naive.propose("naive-key")).status_code == 201
+    changed = {**PROPOSAL, "content": "We deploy every day."}
+    assert (await naive.propose("naive-key", changed)).status_code == 422
+    assert await _findings(admin) == [("payload_changed_for_key", naive.request_ids)]
+
+
+async def test_a_status_repeated_after_a_dropped_connection_is_status_retried(fake, naive, admin) -> None:
+    proposal_id = (await naive.propose("naive-key")).json()["proposal"]["id"]
+    await admin.add_fault("proposal_status", 503, phase="after_commit", drop_connection=True)
+    with pytest.raises(httpx.RemoteProtocolError):
+        await naive.status(proposal_id)
+    assert (await naive.status(proposal_id)).status_code == 200
+    [dropped] = [row for row in await admin.requests(operation="proposal_status") if row["dropped"]]
+    assert await _findings(admin) == [("status_retried", [dropped["request_id"], naive.request_ids[-1]])]
+
+
+async def test_a_recall_sent_with_a_retry_attempt_header_is_recall_retried(naive, admin) -> None:
+    assert (await naive.recall(**{"Lucy-Retry-Attempt": "1"})).status_code == 200
+    assert await _findings(admin) == [("recall_retried", naive.request_ids)]
+
+
+async def test_a_propose_with_retry_attempt_3_is_too_many_retries(naive, admin) -> None:
+    assert (await naive.propose("naive-key", **{"Lucy-Retry-Attempt": "3"})).status_code == 201
+    assert await _findings(admin) == [("too_many_retries", naive.request_ids)]
+
+
+# -- a client that keeps the rules: nothing ------------------------------------------------------
+
+
+async def test_a_retry_that_waits_out_retry_after_on_the_fake_clock_is_no_finding(naive, admin) -> None:
+    await admin.add_fault("propose", 429, retry_after=2)
+    assert (await naive.propose("polite-key", **{"Lucy-Retry-Attempt": "0"})).status_code == 429
+    await admin.advance_clock(2)
+    assert (await naive.propose("polite-key", **{"Lucy-Retry-Attempt": "1"})).status_code == 201
+    assert await _findings(admin) == []
+
+
+async def test_a_retry_after_retry_after_0_is_no_finding(naive, admin) -> None:
+    await admin.add_fault("propose", 503, retry_after=0, count=2)
+    statuses = [
+        (await naive.propose("polite-key", **{"Lucy-Retry-Attempt": str(n)})).status_code for n in range(3)
+    ]
+    assert statuses == [503, 503, 201]
+    assert await _findings(admin) == []
+
+
+async def test_a_retry_waiting_1_9_of_2_seconds_is_within_the_tolerance_but_1_8_is_not(naive, admin) -> None:
+    await admin.set_clock(frozen=True)
+    await admin.add_fault("propose", 429, retry_after=2, count=2)
+    await naive.propose("key-a")
+    await admin.advance_clock(1.95)
+    await naive.propose("key-a")  # answered 429 again: this attempt was in time
+    assert await _findings(admin) == []
+    await admin.advance_clock(1.8)
+    await naive.propose("key-a")
+    assert await _findings(admin) == [("retry_before_retry_after", naive.request_ids[1:])]
+
+
+async def test_a_recall_repeated_after_the_10_second_window_is_no_finding(naive, admin) -> None:
+    await admin.add_fault("recall", 503)
+    assert (await naive.recall()).status_code == 503
+    await admin.advance_clock(10.5)
+    assert (await naive.recall()).status_code == 200
+    assert await _findings(admin) == []
+
+
+async def test_the_same_recall_after_a_success_is_no_finding(naive, admin) -> None:
+    for _ in range(3):
+        assert (await naive.recall()).status_code == 200
+    assert await _findings(admin) == []
+
+
+async def test_status_polls_with_growing_intervals_are_no_finding(naive, admin) -> None:
+    proposal_id = (await naive.propose("polite-key")).json()["proposal"]["id"]
+    await admin.set_clock(frozen=True)
+    for poll in range(15):
+        assert (await naive.status(proposal_id)).status_code == 200
+        await admin.advance_clock(min(30.0, 2.0**poll))
+    assert await _findings(admin) == []
+
+
+async def test_a_new_proposal_after_a_success_is_no_finding(naive, admin) -> None:
+    assert (await naive.propose("key-1")).status_code == 201
+    assert (await naive.propose("key-2", {**PROPOSAL, "content": "Another decision."})).status_code == 201
+    assert (await naive.propose("key-1")).status_code == 201  # a replay
+    assert await _findings(admin) == []
+
+
+async def test_findings_are_filtered_by_code_and_credential_and_cleared_by_reset(fake, naive, admin) -> None:
+    await naive.recall(**{"Lucy-Retry-Attempt": "1"})
+    await naive.propose("naive-key", **{"Lucy-Retry-Attempt": "3"})
+    assert [item["code"] for item in await admin.findings(code="recall_retried")] == ["recall_retried"]
+    assert len(await admin.findings(credential_id="cred_dev_default")) == 2
+    assert await admin.findings(credential_id="cred_someone_else") == []
+    [finding] = await admin.findings(code="too_many_retries")
+    assert finding["credential_id"] == "cred_dev_default"
+    assert finding["finding_id"].startswith("fnd_")
+    assert "Lucy-Retry-Attempt: 3" in finding["detail"]
+    await admin.reset()
+    assert await admin.findings() == []
+
+
+async def test_an_unknown_finding_code_filter_is_a_422_with_its_pointer(api) -> None:
+    response = await api.get(
+        "/_fake/findings", params={"code": "rude"}, headers={"Authorization": "Bearer fake-admin-token"}
+    )
+    assert response.status_code == 422
+    assert response.json()["details"]["errors"][0]["pointer"] == "/code"

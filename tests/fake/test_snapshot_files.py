@@ -1,0 +1,130 @@
+"""``fake-lucy serve --export-on-exit FILE`` and ``--import FILE`` (SPEC 3.9), as a user runs them."""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+import uuid
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+
+from fake_lucy.testing import ServeProcess
+from lucy_memory._contract import schema_validator
+from tests.helpers import V1, proposal_body
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+CONCURRENCY = 8
+
+
+def _tenant(document: dict[str, Any]) -> dict[str, Any]:
+    [tenant] = [item for item in document["tenants"] if item["id"] == "tenant_dev"]
+    return tenant
+
+
+class Watcher(threading.Thread):
+    """Reads the export file over and over while the server shuts down: every read must be a
+    whole snapshot (the previous one or the new one), never part of one."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(daemon=True)
+        self.path = path
+        self.stop = threading.Event()
+        self.reads: list[int] = []  # the number of proposals in each read
+        self.broken: list[str] = []
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            text = self.path.read_text(encoding="utf-8")
+            try:
+                self.reads.append(len(_tenant(json.loads(text))["proposals"]))
+            except (json.JSONDecodeError, KeyError, ValueError) as exc:
+                self.broken.append(f"{exc!r} in {len(text)} characters")
+
+
+async def _load(server: ServeProcess, proposed: list[str], sent: threading.Event) -> None:
+    """Proposals from several connections until the server goes away; signals ``sent`` after 30."""
+
+    async def worker() -> None:
+        async with server.client(timeout=30) as http:
+            while True:
+                try:
+                    response = await http.post(
+                        V1 + "/proposals",
+                        json=proposal_body(f"Decision {uuid.uuid4().hex}."),
+                        headers={"Idempotency-Key": uuid.uuid4().hex},
+                    )
+                except httpx.TransportError:
+                    return
+                if response.status_code != 201:
+                    return
+                proposed.append(response.json()["proposal"]["id"])
+                if len(proposed) >= 30:
+                    sent.set()
+
+    async with anyio.create_task_group() as group:
+        for _ in range(CONCURRENCY):
+            group.start_soon(worker)
+        await anyio.to_thread.run_sync(sent.wait)
+        server.process.send_signal(signal.SIGTERM)
+
+
+async def test_export_on_exit_under_load_is_never_partial_and_import_restores_it(tmp_path) -> None:
+    database, export = tmp_path / "fake.sqlite3", tmp_path / "out" / "state.json"
+    args = ["--database", str(database), "--export-on-exit", str(export)]
+    with ServeProcess.start(args) as first:
+        pass  # stopped at once: the previous version of the file, with no proposal
+    assert first.process.returncode == 0
+    assert _tenant(json.loads(export.read_text(encoding="utf-8")))["proposals"] == []
+
+    watcher = Watcher(export)
+    watcher.start()
+    server = ServeProcess(args)
+    server.wait_ready()
+    proposed: list[str] = []
+    await _load(server, proposed, threading.Event())
+    _, err = server.process.communicate(timeout=60)
+    watcher.stop.set()
+    watcher.join()
+    assert server.process.returncode == 0, err
+    assert "wrote the snapshot" in err
+    assert watcher.broken == []
+    assert set(watcher.reads) <= {
+        0,
+        len(_tenant(json.loads(export.read_text(encoding="utf-8")))["proposals"]),
+    }
+    document = json.loads(export.read_text(encoding="utf-8"))
+    assert not schema_validator("snapshot.schema.json").errors(document)
+    assert [path.name for path in export.parent.iterdir()] == ["state.json"]
+    tenant = _tenant(document)
+    ids = [proposal["id"] for proposal in tenant["proposals"]]
+    # every answered proposal is in it; at most the requests in flight at the signal were answered too late
+    assert set(proposed) <= set(ids)
+    assert len(ids) <= len(proposed) + CONCURRENCY
+    assert len([entry for entry in tenant["ledger"] if entry["operation"] == "propose"]) == len(ids)
+
+    with ServeProcess.start(
+        ["--database", str(tmp_path / "fresh.sqlite3"), "--import", str(export)]
+    ) as fresh:
+        async with fresh.admin_client() as http:
+            restored = (await http.get("/_fake/snapshot")).json()
+    assert _tenant(restored)["proposals"] == tenant["proposals"]
+    assert _tenant(restored)["accounts"] == tenant["accounts"]
+
+
+def test_import_of_a_snapshot_of_a_newer_version_is_one_line_and_a_non_zero_exit(tmp_path) -> None:
+    newer = tmp_path / "newer.json"
+    newer.write_text(json.dumps({"format": "fake-lucy-snapshot", "version": 99}), encoding="utf-8")
+    server = ServeProcess(["--database", str(tmp_path / "fake.sqlite3"), "--import", str(newer)])
+    out, err = server.process.communicate(timeout=60)
+    assert server.process.returncode == 1
+    assert err.strip().splitlines() == [
+        f"fake-lucy: the snapshot {newer} cannot be imported: the snapshot was written by a newer"
+        " fake-lucy: /version is a newer snapshot format than this fake reads (up to 1); upgrade fake-lucy"
+    ]
+    assert out == ""

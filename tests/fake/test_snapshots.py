@@ -1,0 +1,210 @@
+"""Snapshots (SPEC 3.9): the whole state out of one fake and into a fresh one, answering the same."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import httpx
+import pytest
+
+from fake_lucy.domain import snapshot as snapshots
+from fake_lucy.domain.errors import DomainError
+from fake_lucy.testing import AdminError, InProcessFake
+from tests.contract_check import response_hook
+from tests.helpers import PROJECT, V1, proposal_body, propose, recall, status
+
+pytestmark = pytest.mark.anyio
+
+HOOKS: dict[str, Any] = {"response": [response_hook]}
+ADMIN_TOKEN = "fake-admin-token"
+
+
+async def _lifecycle(fake: InProcessFake) -> dict[str, Any]:
+    """Proposals in every state, a memory with two versions, a deleted one, a secret refused, a
+    recall that stamped access times, a balance set by hand; returns what the test replays."""
+    admin = fake.admin
+    await admin.set_clock(now="2031-05-01T09:00:00.000000Z", frozen=True)
+    created = await admin.create_credential(scopes=[PROJECT], credits=50, account="acct_snap")
+    async with fake.client(created["token"]) as api:
+        first = await propose(api, proposal_body("We use PostgreSQL 16.", topic="database"), key="k-first")
+        await admin.approve(first.json()["proposal"]["id"])
+        upsert_body = proposal_body("We use PostgreSQL 17.", topic="database")
+        upsert = await propose(api, upsert_body, key="k-upsert")
+        loser = await propose(api, proposal_body("We use MySQL.", topic="database"), key="k-loser")
+        await admin.approve(upsert.json()["proposal"]["id"])
+        rejected = await propose(api, proposal_body("Tabs, not spaces."), key="k-rejected")
+        await admin.reject(rejected.json()["proposal"]["id"], "style is settled")
+        expiring = await propose(api, proposal_body("Deploy on Fridays."), key="k-expiring")
+        await admin.expire(expiring.json()["proposal"]["id"])
+        doomed = await propose(api, proposal_body("Queue with SQS.", topic="queue"), key="k-doomed")
+        approved = await admin.approve(doomed.json()["proposal"]["id"])
+        await admin.delete_memory(approved["memory"]["id"])
+        pending = await propose(api, proposal_body("Cache with Redis."), key="k-pending")
+        secret = await propose(api, proposal_body("the key is AKIAIOSFODNN7EXAMPLE"), key="k-secret")
+        assert (await recall(api, "postgresql")).status_code == 200
+    await admin.set_balance("acct_snap", 40)
+    await admin.advance_clock(60)
+    proposals = [
+        r.json()["proposal"]["id"] for r in (first, upsert, loser, rejected, expiring, doomed, pending)
+    ]
+    assert secret.json()["proposal"]["status"] == "rejected"
+    return {"token": created["token"], "proposals": proposals, "replay": ("k-upsert", upsert_body)}
+
+
+async def _answers(fake: InProcessFake, token: str, story: dict[str, Any]) -> list[tuple[int, bytes]]:
+    """Recall, every status and a replayed propose; each body with its fresh request id blanked."""
+    answers: list[httpx.Response] = []
+    async with fake.client(token, event_hooks=HOOKS) as api:
+        answers.append(await recall(api, "postgresql database"))
+        answers.extend([await status(api, proposal_id) for proposal_id in story["proposals"]])
+        key, body = story["replay"]
+        replay = await propose(api, body, key=key)
+        assert replay.headers["idempotent-replayed"] == "true"
+        answers.append(replay)
+    return [
+        (r.status_code, r.content.replace(r.headers["lucy-request-id"].encode(), b"req_<this>"))
+        for r in answers
+    ]
+
+
+async def _snapshot(fake: InProcessFake, **params: Any) -> dict[str, Any]:
+    async with fake.client(ADMIN_TOKEN, event_hooks=HOOKS) as http:
+        response = await http.get("/_fake/snapshot", params=params)
+    assert response.status_code == 200, response.text
+    result: dict[str, Any] = response.json()
+    return result
+
+
+async def _put(fake: InProcessFake, document: Any) -> httpx.Response:
+    async with fake.client(ADMIN_TOKEN, event_hooks=HOOKS) as http:
+        return await http.put("/_fake/snapshot", json=document)
+
+
+async def test_a_snapshot_put_into_a_fresh_fake_answers_byte_for_byte_the_same(fake, tmp_path) -> None:
+    story = await _lifecycle(fake)
+    snapshot = await _snapshot(fake)
+    expected = await _answers(fake, story["token"], story)
+    async with InProcessFake.start(tmp_path) as fresh:
+        restored = await _put(fresh, snapshot)
+        assert (restored.status_code, restored.json()) == (200, {"restored": True})
+        # the state itself is the same document (the clock is frozen at the same instant)
+        assert await _snapshot(fresh) == snapshot
+        assert await _answers(fresh, story["token"], story) == expected
+
+
+async def test_a_snapshot_holds_every_state_and_no_token(fake) -> None:
+    story = await _lifecycle(fake)
+    snapshot = await _snapshot(fake, include_journal="true")
+    text = json.dumps(snapshot)
+    for secret in (story["token"], fake.dev_token, ADMIN_TOKEN):
+        assert secret not in text
+    [tenant] = snapshot["tenants"]
+    assert {p["status"] for p in tenant["proposals"]} == {
+        "pending",
+        "approved",
+        "rejected",
+        "expired",
+        "superseded",
+    }
+    database = next(m for m in tenant["memories"] if m["versions"][0]["topic"] == "database")
+    assert [(v["version"], v["status"]) for v in database["versions"]] == [(1, "superseded"), (2, "active")]
+    assert len(tenant["idempotency_records"]) == 8
+    assert [entry["operation"] for entry in tenant["ledger"]][-1] == "admin_set"
+    assert len(tenant["journal"]) == 9
+    assert "journal" not in (await _snapshot(fake))["tenants"][0]
+
+
+async def test_a_snapshot_of_a_newer_format_version_is_refused_and_changes_nothing(fake) -> None:
+    await _lifecycle(fake)
+    before = await _snapshot(fake)
+    newer = {**copy.deepcopy(before), "version": 2, "something_new": {}}
+    response = await _put(fake, newer)
+    assert response.status_code == 422
+    assert [e["pointer"] for e in response.json()["details"]["errors"]] == ["/version"]
+    assert await _snapshot(fake) == before
+
+
+async def test_a_malformed_snapshot_is_a_422_with_pointers_and_changes_nothing(fake) -> None:
+    await _lifecycle(fake)
+    before = await _snapshot(fake)
+    broken = copy.deepcopy(before)
+    broken["tenants"][0]["credentials"][0]["token_sha256"] = "not-a-hash"
+    del broken["tenants"][0]["ledger"]
+    response = await _put(fake, broken)
+    assert response.status_code == 422
+    pointers = {e["pointer"] for e in response.json()["details"]["errors"]}
+    assert pointers == {"/tenants/0/credentials/0/token_sha256", "/tenants/0/ledger"}
+    assert await _snapshot(fake) == before
+
+
+async def test_a_snapshot_whose_references_break_is_a_422_with_their_pointers(fake) -> None:
+    await _lifecycle(fake)
+    before = await _snapshot(fake)
+    broken = copy.deepcopy(before)
+    broken["tenants"][0]["credentials"][0]["account"] = "acct_nowhere"
+    broken["tenants"][0]["memories"][0]["version"] = 7
+    response = await _put(fake, broken)
+    assert response.status_code == 422
+    assert [e["pointer"] for e in response.json()["details"]["errors"]] == [
+        "/tenants/0/credentials/0/account",
+        "/tenants/0/memories/0/version",
+    ]
+    assert await _snapshot(fake) == before
+
+
+async def test_a_snapshot_repeating_an_id_is_a_422_with_its_pointer_and_changes_nothing(fake) -> None:
+    await _lifecycle(fake)
+    before = await _snapshot(fake)
+    broken = copy.deepcopy(before)
+    proposals = broken["tenants"][0]["proposals"]
+    proposals[1]["id"] = proposals[0]["id"]
+    response = await _put(fake, broken)
+    assert response.status_code == 422
+    assert [e["pointer"] for e in response.json()["details"]["errors"]] == ["/tenants/0/proposals/1/id"]
+    assert await _snapshot(fake) == before
+
+
+async def test_a_restored_snapshot_brings_back_a_revoked_token_as_it_was(fake) -> None:
+    snapshot = await _snapshot(fake)
+    created = await fake.admin.create_credential(scopes=[PROJECT])
+    async with fake.client(created["token"]) as api:
+        assert (await recall(api, "x")).status_code == 200
+    assert (await _put(fake, snapshot)).status_code == 200
+    async with fake.client(created["token"]) as api:
+        assert (await recall(api, "x")).status_code == 401  # the credential did not exist then
+    async with fake.client() as api:
+        assert (await api.post(V1 + "/recall", json={"query": "x"})).status_code == 200
+    with pytest.raises(AdminError) as refused:
+        await fake.admin.call("PUT", "/snapshot", {"format": "fake-lucy-snapshot"})
+    assert refused.value.status == 422
+
+
+async def test_a_tenants_snapshot_restores_that_tenant_only(fake) -> None:
+    alice = await fake.admin.create_credential("tenant_alice", scopes=[PROJECT], account="acct_alice")
+    bob = await fake.admin.create_credential("tenant_bob", scopes=[PROJECT], account="acct_bob")
+    for token in (alice["token"], bob["token"]):
+        async with fake.client(token) as api:
+            assert (await propose(api, proposal_body("Before the snapshot."))).status_code == 201
+    with fake.fake.db.write() as conn:
+        alice_only = snapshots.export_state(conn, fake_version="test", tenant="tenant_alice")
+    assert [tenant["id"] for tenant in alice_only["tenants"]] == ["tenant_alice"]
+    for token in (alice["token"], bob["token"]):
+        async with fake.client(token) as api:
+            assert (await propose(api, proposal_body("After the snapshot."))).status_code == 201
+    with fake.fake.db.write() as conn:
+        snapshots.restore_state(conn, alice_only, tenant="tenant_alice")
+    contents = {
+        tenant: sorted(p["content"] for p in (await fake.admin.proposals(tenant=tenant))["items"])
+        for tenant in ("tenant_alice", "tenant_bob")
+    }
+    assert contents == {
+        "tenant_alice": ["Before the snapshot."],
+        "tenant_bob": ["After the snapshot.", "Before the snapshot."],
+    }
+    with pytest.raises(DomainError) as other, fake.fake.db.write() as conn:
+        snapshots.restore_state(conn, alice_only, tenant="tenant_bob")
+    assert other.value.details == {
+        "errors": [{"pointer": "/tenants/0/id", "detail": "names another tenant than the one restored"}]
+    }

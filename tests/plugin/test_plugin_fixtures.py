@@ -1,0 +1,90 @@
+"""The SDK fixtures as a user meets them: which fake each runs on, and waits that cost no time."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from mcp import Client
+
+from fake_lucy.testing import (
+    InProcessFake,
+    LiveServer,
+    RecordingAgentMemoryClient,
+    RecordingSyncAgentMemoryClient,
+)
+from lucy_memory import AgentMemoryClient, RateLimitedError, SyncAgentMemoryClient
+
+PROPOSAL = json.dumps(
+    {
+        "kind": "rule",
+        "content": "Never deploy on Fridays.",
+        "scope": {"kind": "project", "id": "project_example"},
+    }
+)
+
+
+@pytest.mark.anyio
+async def test_what_lucy_server_client_proposes_lucy_mcp_recalls_from_the_same_fake(
+    lucy_server_client: RecordingAgentMemoryClient, lucy_mcp: Client, fake_lucy_server: LiveServer
+) -> None:
+    proposed = await lucy_server_client.propose(PROPOSAL)
+    await fake_lucy_server.admin.approve(proposed.proposal.id)
+    result = await lucy_mcp.call_tool("memory_recall", {"query": "deploy fridays"})
+    assert not result.is_error
+    assert [m["content"] for m in result.structured_content["memories"]] == ["Never deploy on Fridays."]
+    journal = await fake_lucy_server.admin.requests()
+    assert [(row["operation"], row["credential_id"]) for row in journal] == [
+        ("propose", "cred_dev_default"),
+        ("recall", "cred_dev_default"),
+    ]
+
+
+@pytest.mark.anyio
+async def test_lucy_client_runs_on_the_in_process_fake_and_not_on_the_server(
+    lucy_client: RecordingAgentMemoryClient, fake_lucy: InProcessFake, fake_lucy_server: LiveServer
+) -> None:
+    assert isinstance(lucy_client, AgentMemoryClient)
+    await lucy_client.propose(PROPOSAL)
+    assert [row["operation"] for row in await fake_lucy.admin.requests()] == ["propose"]
+    assert await fake_lucy_server.admin.requests() == []
+
+
+@pytest.mark.anyio
+async def test_a_retry_after_3_on_lucy_client_is_recorded_as_a_wait_and_not_slept(
+    lucy_client: RecordingAgentMemoryClient, fake_lucy: InProcessFake
+) -> None:
+    await fake_lucy.admin.add_fault("propose", 429, retry_after=3)
+    proposed = await lucy_client.propose(PROPOSAL)
+    assert proposed.attempts == 2
+    assert lucy_client.waits == [3.0]
+
+
+@pytest.mark.anyio
+async def test_lucy_server_client_records_its_waits_too(
+    lucy_server_client: RecordingAgentMemoryClient, fake_lucy_server: LiveServer
+) -> None:
+    await fake_lucy_server.admin.add_fault("propose", 429, retry_after=3, count=3)
+    with pytest.raises(RateLimitedError):
+        await lucy_server_client.propose(PROPOSAL)  # two retries by default, then the third 429
+    assert lucy_server_client.waits == [3.0, 3.0]
+
+
+def test_lucy_sync_client_is_a_sync_client_on_the_server_that_records_waits(
+    lucy_sync_client: RecordingSyncAgentMemoryClient, fake_lucy_server: LiveServer
+) -> None:
+    assert isinstance(lucy_sync_client, SyncAgentMemoryClient)
+    fake_lucy_server.sync_admin.add_fault("propose", 503, retry_after=2)
+    proposed = lucy_sync_client.propose(PROPOSAL)
+    waited = lucy_sync_client.wait_for_decision(proposed.proposal.id, max_polls=3)
+    assert waited.proposal.status == "pending"
+    assert lucy_sync_client.waits == [2.0, 1.0, 2.0]  # the retry, then two pauses between polls
+    assert [row["status"] for row in fake_lucy_server.sync_admin.requests(operation="propose")] == [503, 201]
+
+
+def test_a_recording_client_refuses_a_sleep_of_its_own(fake_lucy_server: LiveServer) -> None:
+    async def sleep(seconds: float) -> None:
+        raise AssertionError("never called")
+
+    with pytest.raises(TypeError):
+        RecordingAgentMemoryClient(transport=None, token="t", permissions=["memory:read"], sleep=sleep)

@@ -1,0 +1,133 @@
+"""The plugin judges a test's client (SPEC 3.8) and keeps a failed test's state (SPEC 3.9): run as a
+user runs it, on test files of their own (pytester)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from fake_lucy.testing.strict import dump_file_name
+
+HEADER = """
+import json
+import pytest
+
+pytestmark = pytest.mark.anyio
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+async def recall_twice_after_a_503(fake_lucy):
+    await fake_lucy.admin.add_fault("recall", 503)
+    async with fake_lucy.client() as http:
+        first = await http.post("/api/agent-memory/v1/recall", json={"query": "x"})
+        second = await http.post("/api/agent-memory/v1/recall", json={"query": "x"})
+    return first.headers["lucy-request-id"], second.headers["lucy-request-id"]
+"""
+
+
+@pytest.fixture
+def user_suite(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makepyfile(
+        test_user=HEADER
+        + """
+@pytest.mark.lucy_strict
+async def test_retries_a_recall(fake_lucy):
+    first, second = await recall_twice_after_a_503(fake_lucy)
+    print("IDS", first, second)
+
+@pytest.mark.lucy_strict
+@pytest.mark.lucy_allow("recall_retried")
+async def test_retries_a_recall_on_purpose(fake_lucy):
+    await recall_twice_after_a_503(fake_lucy)
+
+async def test_retries_a_recall_unmarked(fake_lucy):
+    await recall_twice_after_a_503(fake_lucy)
+
+async def test_behaves(fake_lucy):
+    async with fake_lucy.client() as http:
+        assert (await http.post("/api/agent-memory/v1/recall", json={"query": "x"})).status_code == 200
+
+async def test_fails_on_its_own(fake_lucy):
+    async with fake_lucy.client() as http:
+        await http.post("/api/agent-memory/v1/recall", json={"query": "x"})
+    assert False, "the test's own assertion"
+"""
+    )
+    return pytester
+
+
+def test_a_strict_test_that_retries_a_recall_fails_naming_recall_retried(user_suite) -> None:
+    result = user_suite.runpytest("-p", "no:randomly", "-s", "-W", "error")
+    result.assert_outcomes(passed=3, failed=2)
+    failed = {report.nodeid.split("::")[1] for report in result.reprec.getfailures() if report.when == "call"}
+    assert failed == {"test_retries_a_recall", "test_fails_on_its_own"}
+    [ids] = [re.search(r"IDS (\S+) (\S+)", line) for line in result.outlines if "IDS " in line]
+    assert ids is not None
+    first, second = ids.groups()
+    result.stdout.fnmatch_lines([f"*recall_retried: {first}, {second} — a recall was sent again*"])
+
+
+def test_lucy_strict_on_the_command_line_makes_every_test_strict(user_suite) -> None:
+    result = user_suite.runpytest("-p", "no:randomly", "--lucy-strict", "-W", "error")
+    result.assert_outcomes(passed=2, failed=3)
+    result.stdout.fnmatch_lines(["*test_retries_a_recall_unmarked*", "*1 finding*"])
+
+
+def test_dump_on_failure_writes_one_readable_file_per_failed_test_only(user_suite, tmp_path) -> None:
+    dumps = tmp_path / "dumps" / "not-yet"
+    result = user_suite.runpytest("-p", "no:randomly", f"--lucy-dump-on-failure={dumps}", "-W", "error")
+    result.assert_outcomes(passed=3, failed=2)
+    names = sorted(path.name for path in dumps.iterdir())
+    assert names == sorted(
+        dump_file_name(f"test_user.py::{name}") for name in ("test_retries_a_recall", "test_fails_on_its_own")
+    )
+    assert names[0] == "test_user.py__test_fails_on_its_own.json"
+    document = json.loads((dumps / names[1]).read_text(encoding="utf-8"))
+    assert set(document) == {"test", "snapshot", "journal", "findings"}
+    assert document["test"] == "test_user.py::test_retries_a_recall"
+    assert [row["status"] for row in document["journal"]] == [503, 200]
+    assert [item["code"] for item in document["findings"]] == ["recall_retried"]
+    assert document["findings"][0]["request_ids"] == [row["request_id"] for row in document["journal"]]
+    assert document["snapshot"]["format"] == "fake-lucy-snapshot"
+    assert "lucy-dev-token" not in json.dumps(document)
+
+
+def test_lucy_snapshot_loads_a_snapshot_before_the_test(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_make=HEADER
+        + """
+async def test_make_a_snapshot(fake_lucy, tmp_path_factory):
+    await fake_lucy.admin.set_clock(now="2030-01-01T00:00:00.000000Z", frozen=True)
+    created = await fake_lucy.admin.create_credential(scopes=[], credits=7, account="acct_snapped")
+    async with fake_lucy.client(fake_lucy.admin_token) as http:
+        snapshot = (await http.get("/_fake/snapshot")).json()
+    with open("state.json", "w") as handle:
+        json.dump(snapshot, handle)
+    with open("token.txt", "w") as handle:
+        handle.write(created["token"])
+"""
+    )
+    assert pytester.runpytest("-p", "no:randomly", "-W", "error").ret == 0
+    pytester.makepyfile(
+        test_use=HEADER
+        + """
+@pytest.mark.lucy_snapshot("state.json")
+async def test_the_snapshot_is_there(fake_lucy):
+    with open("token.txt") as handle:
+        token = handle.read()
+    async with fake_lucy.client(token) as http:
+        answer = await http.post("/api/agent-memory/v1/recall", json={"query": "x"})
+    assert answer.status_code == 200
+    assert answer.json()["credits"]["remaining"] == 6
+    assert (await fake_lucy.admin.clock())["now"].startswith("2030-01-01")
+
+async def test_without_the_marker_the_fake_is_fresh(fake_lucy):
+    assert (await fake_lucy.admin.clock())["now"] < "2030"
+"""
+    )
+    result = pytester.runpytest("-p", "no:randomly", "test_use.py", "-W", "error")
+    result.assert_outcomes(passed=2)
