@@ -1,10 +1,11 @@
 """Bulk seeding of active memories straight into the fake's SQLite tables.
 
 It writes the same rows as ``fake_lucy.domain.lifecycle.create_memory`` (a ``memories`` head, a
-``memory_versions`` row and a ``memory_fts`` row keyed by ``memories.seq`` with the scope tag,
-content and topic), with ``executemany`` in one transaction per batch instead of one call per
-memory. The text is synthetic: 6 to 30 words drawn from a Zipf-like vocabulary, plus a *common*
-term in about 1 memory in 10 and a *rare* term in about 1 in 1,000.
+``memory_versions`` row and a row of the tenant's full-text table keyed by ``memories.seq`` with the
+scope tag, content and topic; the tenant is created first when it does not exist), with
+``executemany`` in one transaction per batch instead of one call per memory. The text is
+synthetic: 6 to 30 words drawn from a Zipf-like vocabulary, plus a *common* term in about 1
+memory in 10 and a *rare* term in about 1 in 1,000.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ import sqlite3
 from collections.abc import Iterator
 
 from fake_lucy.domain import clock, server_state
-from fake_lucy.domain.principals import Scope, scope_tag
+from fake_lucy.domain.principals import Scope, ensure_tenant, scope_tag
+from fake_lucy.store.tables import fts_table
 
 COMMON_TERM = "postgres"
 RARE_TERM = "zanzibar"
@@ -84,6 +86,9 @@ class Seeder:
     def add(self, n: int) -> None:
         """Add ``n`` active memories (batches of ``BATCH``, one transaction each)."""
         now = clock.format_us(clock.now_us(self.conn))
+        self.conn.execute("BEGIN IMMEDIATE")
+        ensure_tenant(self.conn, self.tenant)
+        self.conn.execute("COMMIT")
         while n > 0:
             size = min(n, BATCH)
             self._batch(size, now)
@@ -127,7 +132,8 @@ class Seeder:
                 ((ids[i], kinds[i], texts[i], importance[i], now, now) for i in range(n)),
             )
             conn.executemany(
-                "INSERT INTO memory_fts (rowid, scope_tag, content, topic) VALUES (?, ?, ?, '')",
+                f"INSERT INTO {fts_table(self.tenant)} (rowid, scope_tag, content, topic)"  # noqa: S608 - a digest name
+                " VALUES (?, ?, ?, '')",
                 ((last + 1 + i, self.tags[where[i]], texts[i]) for i in range(n)),
             )
             server_state.bump_index_epoch(conn)  # a running server's recall caches must not outlive this

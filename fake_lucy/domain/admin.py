@@ -1,23 +1,29 @@
-"""The administrative operations of SPEC 3.2, one function each.
+"""The administrative operations of SPEC 3.2, one function each, within an ``AdminScope``.
 
 The control API, and every other surface a person or a test drives the fake with, call these and
-nothing else: each runs inside the caller's write transaction, reads the server clock itself and
-returns typed records (or raises a ``DomainError``).
+nothing else: each runs inside the caller's write transaction, reads the clock of the tenant it
+acts in and returns typed records (or raises a ``DomainError``). ``scope`` (default: the server
+admin) is who acts: a tenant admin reaches only its tenant's objects — another tenant's is
+``not_found`` and its listings show its tenant alone (SPEC 3.6).
 """
 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from typing import Literal
 
-from fake_lucy.domain import billing, clock, lifecycle
+from fake_lucy.domain import billing, clock, lifecycle, principals
+from fake_lucy.domain.errors import DomainError
 from fake_lucy.domain.ids import IdFactory
+from fake_lucy.domain.tenants import SERVER, AdminScope
 from fake_lucy.store import queries
 from fake_lucy.store.queries import Page
-from fake_lucy.store.records import MemoryRecord, ProposalRecord
+from fake_lucy.store.records import JournalRow, LedgerRecord, MemoryRecord, ProposalRecord
 
 __all__ = [
     "Decision",
+    "create_credential",
     "decide",
     "delete_memory",
     "journal",
@@ -25,21 +31,82 @@ __all__ = [
     "memories",
     "proposals",
     "restore_memory",
+    "revoke_credential",
     "set_balance",
 ]
 
 Decision = Literal["approve", "reject", "expire"]
 
 
-def set_balance(conn: sqlite3.Connection, *, account: str, balance: int, request_id: str) -> None:
-    billing.set_balance(conn, account=account, new_balance=balance, request_id=request_id, at=clock.now(conn))
+def create_credential(
+    conn: sqlite3.Connection,
+    ids: IdFactory,
+    *,
+    tenant: str,
+    account: str | None,
+    user: str | None,
+    permissions: Sequence[str],
+    scopes: Sequence[dict[str, str]],
+    credits: int | None,
+    request_id: str,
+    scope: AdminScope = SERVER,
+) -> dict[str, str]:
+    """A credential (tenant and account made on first use, for the server admin); returns the
+    token once."""
+    if not scope.sees(tenant):
+        raise DomainError("not_found", "no tenant with this id is within reach of this admin token")
+    return principals.create_credential(
+        conn,
+        ids,
+        tenant=tenant,
+        account=account,
+        user=user,
+        permissions=permissions,
+        scopes=scopes,
+        credits=credits,
+        request_id=request_id,
+    )
+
+
+def revoke_credential(conn: sqlite3.Connection, credential_id: str, *, scope: AdminScope = SERVER) -> None:
+    owner = queries.credential_tenant(conn, credential_id)
+    if owner is None or not scope.sees(owner):
+        raise DomainError("not_found", "no credential has this id")
+    principals.revoke_credential(conn, credential_id)
+
+
+def set_balance(
+    conn: sqlite3.Connection, *, account: str, balance: int, request_id: str, scope: AdminScope = SERVER
+) -> None:
+    owner = queries.account_tenant_and_balance(conn, account)
+    if owner is None or not scope.sees(owner[0]):
+        raise DomainError("not_found", "no account has this id")
+    billing.set_balance(
+        conn, account=account, new_balance=balance, request_id=request_id, at=clock.now(conn, owner[0])
+    )
+
+
+def _expire_due(conn: sqlite3.Connection, tenant: str | None) -> None:
+    """Persist the effective status of ``tenant``'s proposals, or of every tenant's, each by its clock."""
+    for each in [tenant] if tenant is not None else queries.tenants_with_pending_proposals(conn):
+        lifecycle.expire_due(conn, each, clock.now(conn, each))
 
 
 def proposals(
-    conn: sqlite3.Connection, *, status: str | None, tenant: str | None, after: int, limit: int
+    conn: sqlite3.Connection,
+    *,
+    status: str | None,
+    tenant: str | None,
+    after: int,
+    limit: int,
+    scope: AdminScope = SERVER,
 ) -> Page[ProposalRecord]:
     """Proposals in creation order, filtered by their effective status."""
-    lifecycle.expire_due(conn, clock.now(conn))
+    tenant, empty = scope.narrow(tenant)
+    if empty:
+        return Page([], None)
+    if tenant is None or queries.tenant(conn, tenant) is not None:
+        _expire_due(conn, tenant)
     return queries.proposals_page(conn, after=after, status=status, tenant=tenant, limit=limit)
 
 
@@ -50,10 +117,14 @@ def decide(
     decision: Decision,
     *,
     reason_detail: str | None = None,
+    scope: AdminScope = SERVER,
 ) -> ProposalRecord:
     """A reviewer's decision on a pending proposal (a final one is ``invalid_transition``)."""
-    now = clock.now(conn)
-    lifecycle.expire_due(conn, now)
+    found = queries.proposal(conn, proposal_id)
+    if found is None or not scope.sees(found.tenant_id):
+        raise DomainError("not_found", "no proposal has this id")
+    now = clock.now(conn, found.tenant_id)
+    lifecycle.expire_due(conn, found.tenant_id, now)
     record = lifecycle.load_proposal(conn, proposal_id)
     if decision == "approve":
         return lifecycle.approve(conn, ids, record, now=now)
@@ -62,15 +133,73 @@ def decide(
     return lifecycle.expire(conn, record, now=now)
 
 
-# Listings the domain adds no rule to: the store's queries as they are.
-memories = queries.memory_versions_page
-journal = queries.journal_page
-ledger = queries.ledger_page
+def memories(
+    conn: sqlite3.Connection,
+    *,
+    tenant: str | None,
+    scope_kind: str | None,
+    scope_id: str | None,
+    history: bool,
+    after: tuple[str, int] | None,
+    limit: int,
+    scope: AdminScope = SERVER,
+) -> Page[MemoryRecord]:
+    """Memory versions ordered by (id, version); only each head's current one without ``history``."""
+    tenant, empty = scope.narrow(tenant)
+    if empty:
+        return Page([], None)
+    return queries.memory_versions_page(
+        conn,
+        tenant=tenant,
+        scope_kind=scope_kind,
+        scope_id=scope_id,
+        history=history,
+        after=after,
+        limit=limit,
+    )
 
 
-def delete_memory(conn: sqlite3.Connection, memory_id: str) -> MemoryRecord:
-    return lifecycle.delete_memory(conn, memory_id, now=clock.now(conn))
+def journal(
+    conn: sqlite3.Connection,
+    *,
+    operation: str | None,
+    credential_id: str | None,
+    newest: int | None,
+    after: int,
+    limit: int,
+    scope: AdminScope = SERVER,
+) -> Page[JournalRow]:
+    """The journal oldest first (a tenant admin's: its tenant's rows)."""
+    return queries.journal_page(
+        conn,
+        operation=operation,
+        credential_id=credential_id,
+        newest=newest,
+        after=after,
+        limit=limit,
+        tenant=scope.tenant,
+    )
 
 
-def restore_memory(conn: sqlite3.Connection, memory_id: str) -> MemoryRecord:
+def ledger(
+    conn: sqlite3.Connection, *, account: str | None, after: int, limit: int, scope: AdminScope = SERVER
+) -> Page[LedgerRecord]:
+    """The ledger oldest first (a tenant admin's: its tenant's rows)."""
+    return queries.ledger_page(conn, account=account, after=after, limit=limit, tenant=scope.tenant)
+
+
+def _memory_in_reach(conn: sqlite3.Connection, memory_id: str, scope: AdminScope) -> MemoryRecord:
+    head = queries.memory_head(conn, memory_id, tenant=scope.tenant)
+    if head is None:
+        raise DomainError("not_found", "no memory has this id")
+    return head
+
+
+def delete_memory(conn: sqlite3.Connection, memory_id: str, *, scope: AdminScope = SERVER) -> MemoryRecord:
+    head = _memory_in_reach(conn, memory_id, scope)
+    return lifecycle.delete_memory(conn, memory_id, now=clock.now(conn, head.tenant_id))
+
+
+def restore_memory(conn: sqlite3.Connection, memory_id: str, *, scope: AdminScope = SERVER) -> MemoryRecord:
+    _memory_in_reach(conn, memory_id, scope)
     return lifecycle.restore_memory(conn, memory_id)

@@ -35,7 +35,9 @@ def check_can_charge(*, billing_available: bool, balance: int) -> None:
         raise DomainError("insufficient_credits", "the account has no credits left; nothing was executed")
 
 
-def charge(conn: sqlite3.Connection, *, account: str, request_id: str, operation: str, at: str) -> int:
+def charge(
+    conn: sqlite3.Connection, *, tenant: str, account: str, request_id: str, operation: str, at: str
+) -> int:
     """Take one credit with one conditional update and write its ledger row; returns the balance."""
     row = conn.execute(
         "UPDATE accounts SET balance = balance - 1 WHERE id = ? AND balance >= 1 RETURNING balance",
@@ -45,9 +47,9 @@ def charge(conn: sqlite3.Connection, *, account: str, request_id: str, operation
         raise DomainError("insufficient_credits", "the account has no credits left; nothing was executed")
     remaining = int(row[0])
     conn.execute(
-        "INSERT INTO ledger (account_id, request_id, operation, amount, balance_after, at)"
-        " VALUES (?, ?, ?, -1, ?, ?)",
-        (account, request_id, operation, remaining, at),
+        "INSERT INTO ledger (account_id, tenant_id, request_id, operation, amount, balance_after, at)"
+        " VALUES (?, ?, ?, ?, -1, ?, ?)",
+        (account, tenant, request_id, operation, remaining, at),
     )
     return remaining
 
@@ -55,12 +57,13 @@ def charge(conn: sqlite3.Connection, *, account: str, request_id: str, operation
 def set_balance(
     conn: sqlite3.Connection, *, account: str, new_balance: int, request_id: str, at: str
 ) -> None:
-    row = conn.execute("SELECT balance FROM accounts WHERE id = ?", (account,)).fetchone()
+    """Set an existing account's balance; the ledger row carries the delta and the account's tenant."""
+    row = conn.execute("SELECT balance, tenant_id FROM accounts WHERE id = ?", (account,)).fetchone()
     if row is None:
         raise DomainError("not_found", "no account has this id")
     conn.execute("UPDATE accounts SET balance = ? WHERE id = ?", (new_balance, account))
     conn.execute(
-        "INSERT INTO ledger (account_id, request_id, operation, amount, balance_after, at)"
-        " VALUES (?, ?, 'admin_set', ?, ?, ?)",
-        (account, request_id, new_balance - int(row[0]), new_balance, at),
+        "INSERT INTO ledger (account_id, tenant_id, request_id, operation, amount, balance_after, at)"
+        " VALUES (?, ?, ?, 'admin_set', ?, ?, ?)",
+        (account, row[1], request_id, new_balance - int(row[0]), new_balance, at),
     )

@@ -1,6 +1,13 @@
-"""The server clock: real time plus an offset, optionally frozen; stored in the database.
+"""The clocks: the server clock and one per tenant, each real time plus an offset, optionally
+frozen; stored in the database (``server_state`` and ``tenants``).
 
-Expiry, idempotency retention, rate-limit refill and every timestamp the fake emits read it.
+Expiry, idempotency retention, rate-limit refill and every timestamp the fake emits read the clock
+of the tenant they belong to (SPEC 3.3, 3.6). A tenant admin moves only its tenant's clock. The
+server admin moves the server clock, which every tenant follows: ``advance`` adds to every tenant's
+clock, ``set_clock(now=…)`` brings every tenant that is behind ``now`` up to it, ``frozen`` applies
+to all; a new tenant starts at the server clock. No clock moves backwards (reset aside).
+
+Every change moves the credential epoch: an authenticated principal carries its tenant's clock.
 """
 
 from __future__ import annotations
@@ -11,10 +18,13 @@ import sqlite3
 import time
 from datetime import UTC, datetime
 
+from fake_lucy.domain.epochs import bump_auth_epoch
 from fake_lucy.domain.errors import DomainError, invalid_field
 
 __all__ = [
+    "LATEST",
     "advance",
+    "follow_server",
     "format_us",
     "from_state",
     "now",
@@ -71,39 +81,70 @@ def parse_timestamp(value: str) -> int:
     return (delta.days * 86_400 + delta.seconds - offset) * 1_000_000 + micros
 
 
-def from_state(offset: int, frozen: int | None) -> int:
-    """The server time from the stored columns ``clock_offset_us`` and ``clock_frozen_us``."""
-    return int(frozen) if frozen is not None else real_us() + int(offset)
+def from_state(offset: int, frozen: int | None, at_real_us: int | None = None) -> int:
+    """The time of a clock from its stored columns ``clock_offset_us`` and ``clock_frozen_us``
+    (at the real time ``at_real_us``, default now)."""
+    if frozen is not None:
+        return int(frozen)
+    return (real_us() if at_real_us is None else at_real_us) + int(offset)
 
 
-def now_us(conn: sqlite3.Connection) -> int:
-    offset, frozen = conn.execute(
-        "SELECT clock_offset_us, clock_frozen_us FROM server_state WHERE id = 1"
-    ).fetchone()
-    return from_state(offset, frozen)
+def _columns(conn: sqlite3.Connection, tenant: str | None) -> tuple[int, int | None]:
+    """``(clock_offset_us, clock_frozen_us)`` of the server clock (``tenant=None``) or a tenant's."""
+    if tenant is None:
+        row = conn.execute(
+            "SELECT clock_offset_us, clock_frozen_us FROM server_state WHERE id = 1"
+        ).fetchone()
+    else:
+        row = conn.execute(
+            "SELECT clock_offset_us, clock_frozen_us FROM tenants WHERE id = ?", (tenant,)
+        ).fetchone()
+        if row is None:
+            raise DomainError("not_found", "no tenant has this id")
+    return int(row[0]), None if row[1] is None else int(row[1])
 
 
-def now(conn: sqlite3.Connection) -> str:
-    """The server time as the API writes it."""
-    return format_us(now_us(conn))
+def now_us(conn: sqlite3.Connection, tenant: str | None = None) -> int:
+    return from_state(*_columns(conn, tenant))
 
 
-def state(conn: sqlite3.Connection) -> dict[str, object]:
-    frozen = conn.execute("SELECT clock_frozen_us FROM server_state WHERE id = 1").fetchone()[0]
-    return {"now": format_us(now_us(conn)), "frozen": frozen is not None}
+def now(conn: sqlite3.Connection, tenant: str | None = None) -> str:
+    """The time of the server clock, or of a tenant's, as the API writes it."""
+    return format_us(now_us(conn, tenant))
 
 
-def _store(conn: sqlite3.Connection, target_us: int, frozen: bool) -> None:
-    if frozen:
-        conn.execute("UPDATE server_state SET clock_frozen_us = ? WHERE id = 1", (target_us,))
+def state(conn: sqlite3.Connection, tenant: str | None = None) -> dict[str, object]:
+    offset, frozen = _columns(conn, tenant)
+    return {"now": format_us(from_state(offset, frozen)), "frozen": frozen is not None}
+
+
+def _store(conn: sqlite3.Connection, tenant: str | None, target_us: int, frozen: bool, real: int) -> None:
+    offset, frozen_us = (None, target_us) if frozen else (target_us - real, None)
+    if tenant is None:
+        conn.execute(
+            "UPDATE server_state SET clock_offset_us = coalesce(?, clock_offset_us),"
+            " clock_frozen_us = ? WHERE id = 1",
+            (offset, frozen_us),
+        )
     else:
         conn.execute(
-            "UPDATE server_state SET clock_frozen_us = NULL, clock_offset_us = ? WHERE id = 1",
-            (target_us - real_us(),),
+            "UPDATE tenants SET clock_offset_us = coalesce(?, clock_offset_us), clock_frozen_us = ?"
+            " WHERE id = ?",
+            (offset, frozen_us, tenant),
         )
 
 
-# The latest server time the control API sets: later ones leave no room for a year-long TTL or
+def follow_server(conn: sqlite3.Connection, tenant: str) -> None:
+    """Put ``tenant``'s clock where the server clock is (a new or reset tenant)."""
+    conn.execute(
+        "UPDATE tenants SET (clock_offset_us, clock_frozen_us) ="
+        " (SELECT clock_offset_us, clock_frozen_us FROM server_state WHERE id = 1) WHERE id = ?",
+        (tenant,),
+    )
+    bump_auth_epoch(conn)
+
+
+# The latest time the control API sets a clock to: later ones leave no room for a year-long TTL or
 # retention before year 10000, which timestamps (and Python's datetime) cannot hold.
 LATEST = "9000-01-01T00:00:00.000000Z"
 
@@ -113,22 +154,55 @@ def _within_range(target_us: int, pointer: str) -> None:
         raise invalid_field(pointer, f"must not move the clock past {LATEST}")
 
 
-def advance(conn: sqlite3.Connection, seconds: float) -> dict[str, object]:
+def _regression(current_us: int) -> DomainError:
+    return DomainError(
+        "clock_regression",
+        "the clock never moves backwards; use reset to return to real time",
+        details={"now": format_us(current_us)},
+    )
+
+
+def _latest_tenant_us(conn: sqlite3.Connection, real: int) -> int | None:
+    value = conn.execute(
+        "SELECT max(coalesce(clock_frozen_us, ? + clock_offset_us)) FROM tenants", (real,)
+    ).fetchone()[0]
+    return None if value is None else int(value)
+
+
+# Each change reads the real time once, so that clocks that agreed (a tenant following the server
+# clock) still agree afterwards, to the microsecond.
+
+
+def advance(conn: sqlite3.Connection, seconds: float, tenant: str | None = None) -> dict[str, object]:
+    """Move a tenant's clock, or the server clock and every tenant's with it, ``seconds`` ahead."""
+    real = real_us()
+    offset, frozen = _columns(conn, tenant)
+    current = from_state(offset, frozen, real)
     if seconds < 0:
-        raise DomainError(
-            "clock_regression",
-            "the clock never moves backwards; use reset to return to real time",
-            details={"now": format_us(now_us(conn))},
+        raise _regression(current)
+    step = round(seconds * 1_000_000)
+    _within_range(current + step, "/seconds")
+    if tenant is None:
+        latest = _latest_tenant_us(conn, real)
+        if latest is not None:
+            _within_range(latest + step, "/seconds")
+        conn.execute(
+            "UPDATE tenants SET clock_offset_us = clock_offset_us + ?, clock_frozen_us = clock_frozen_us + ?",
+            (step, step),
         )
-    frozen = state(conn)["frozen"] is True
-    target = now_us(conn) + round(seconds * 1_000_000)
-    _within_range(target, "/seconds")
-    _store(conn, target, frozen)
-    return state(conn)
+    _store(conn, tenant, current + step, frozen is not None, real)
+    bump_auth_epoch(conn)
+    return state(conn, tenant)
 
 
-def set_clock(conn: sqlite3.Connection, *, now: str | None, frozen: bool | None) -> dict[str, object]:
-    current = now_us(conn)
+def set_clock(
+    conn: sqlite3.Connection, *, now: str | None, frozen: bool | None, tenant: str | None = None
+) -> dict[str, object]:
+    """Set a tenant's clock, or the server clock: then every tenant behind ``now`` comes up to
+    it and ``frozen`` (when given) applies to every tenant."""
+    real = real_us()
+    offset, frozen_us = _columns(conn, tenant)
+    current = from_state(offset, frozen_us, real)
     target = current
     if now is not None:
         try:
@@ -136,12 +210,25 @@ def set_clock(conn: sqlite3.Connection, *, now: str | None, frozen: bool | None)
         except ValueError:  # the schema's pattern takes 2026-02-30 and +99:00; the calendar does not
             raise invalid_field("/now", "must be a real RFC 3339 date-time") from None
         if target < current:
-            raise DomainError(
-                "clock_regression",
-                "the clock never moves backwards; use reset to return to real time",
-                details={"now": format_us(current)},
-            )
+            raise _regression(current)
         _within_range(target, "/now")
-    keep_frozen = (state(conn)["frozen"] is True) if frozen is None else frozen
-    _store(conn, target, keep_frozen)
-    return state(conn)
+    keep_frozen = (frozen_us is not None) if frozen is None else frozen
+    if tenant is None:
+        _bring_tenants_up(conn, None if now is None else target, frozen, real)
+    _store(conn, tenant, target, keep_frozen, real)
+    bump_auth_epoch(conn)
+    return state(conn, tenant)
+
+
+def _bring_tenants_up(conn: sqlite3.Connection, floor_us: int | None, frozen: bool | None, real: int) -> None:
+    """Every tenant clock at ``floor_us`` at least (never backwards), frozen or not as ``frozen``
+    says (each keeps its own when it says nothing)."""
+    conn.execute(
+        "UPDATE tenants SET"
+        " clock_frozen_us = CASE WHEN coalesce(:frozen, clock_frozen_us IS NOT NULL)"
+        "  THEN max(coalesce(clock_frozen_us, :real + clock_offset_us), :floor) ELSE NULL END,"
+        " clock_offset_us = CASE WHEN coalesce(:frozen, clock_frozen_us IS NOT NULL)"
+        "  THEN clock_offset_us"
+        "  ELSE max(coalesce(clock_frozen_us, :real + clock_offset_us), :floor) - :real END",
+        {"frozen": frozen, "real": real, "floor": -(2**62) if floor_us is None else floor_us},
+    )

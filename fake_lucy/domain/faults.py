@@ -1,4 +1,8 @@
-"""Fault injection (SPEC 3.4): FIFO among matching faults, counts decremented atomically."""
+"""Fault injection (SPEC 3.4): FIFO among matching faults, counts decremented atomically.
+
+A tenant admin's faults belong to its tenant: they match only its credentials, and it lists and
+clears only those (SPEC 3.6). The server admin's match every tenant; it lists and clears them all.
+"""
 
 from __future__ import annotations
 
@@ -33,15 +37,18 @@ class Fault:
     hold_ms: int | None
 
 
-def take(conn: sqlite3.Connection, *, operation: str, credential_id: str, phase: str) -> Fault | None:
+def take(
+    conn: sqlite3.Connection, *, operation: str, tenant: str, credential_id: str, phase: str
+) -> Fault | None:
     """Consume one use of the oldest matching fault, in one statement."""
     row = conn.execute(
         "UPDATE faults SET remaining = remaining - 1 WHERE seq = ("
         " SELECT seq FROM faults WHERE remaining > 0 AND phase = ?"
         " AND operation IN (?, 'any') AND (credential_id IS NULL OR credential_id = ?)"
+        " AND (tenant_id IS NULL OR tenant_id = ?)"
         " ORDER BY seq LIMIT 1) RETURNING id, status, code, retry_after, phase, drop_connection,"
         " delay_ms, hold_ms",
-        (phase, operation, credential_id),
+        (phase, operation, credential_id, tenant),
     ).fetchone()
     if row is None:
         return None
@@ -57,12 +64,15 @@ def take(conn: sqlite3.Connection, *, operation: str, credential_id: str, phase:
     )
 
 
-def create(conn: sqlite3.Connection, ids: IdFactory, spec: dict[str, Any]) -> dict[str, Any]:
-    """A fault from a spec the schema admitted; the rules the schema cannot state are 422s."""
+def create(
+    conn: sqlite3.Connection, ids: IdFactory, spec: dict[str, Any], *, tenant: str | None = None
+) -> dict[str, Any]:
+    """A fault from a spec the schema admitted; the rules the schema cannot state are 422s.
+    With a ``tenant`` (a tenant admin's fault) it matches only that tenant's credentials."""
     if spec.get("phase") == "in_flight" and spec["operation"] != "propose":
         raise invalid_field("/phase", "in_flight applies to propose only")
     credential = spec.get("credential_id")
-    if credential is not None and not queries.credential_exists(conn, credential):
+    if credential is not None and not queries.credential_exists(conn, credential, tenant=tenant):
         raise invalid_field("/credential_id", "no credential has this id")
     status = int(spec["status"])
     fault_id = ids.new(conn, "flt")
@@ -71,11 +81,12 @@ def create(conn: sqlite3.Connection, ids: IdFactory, spec: dict[str, Any]) -> di
     if status == 429 and retry_after is None:
         retry_after = 1
     conn.execute(
-        "INSERT INTO faults (id, operation, status, code, retry_after, remaining, phase,"
+        "INSERT INTO faults (id, tenant_id, operation, status, code, retry_after, remaining, phase,"
         " drop_connection, delay_ms, hold_ms, credential_id)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             fault_id,
+            tenant,
             spec["operation"],
             status,
             spec.get("code") or DEFAULT_CODES[status],
@@ -91,8 +102,12 @@ def create(conn: sqlite3.Connection, ids: IdFactory, spec: dict[str, Any]) -> di
     return {"fault_id": fault_id, "remaining": count}
 
 
-def list_faults(conn: sqlite3.Connection) -> list[dict[str, Any]]:
-    rows = conn.execute("SELECT * FROM faults WHERE remaining > 0 ORDER BY seq").fetchall()
+def list_faults(conn: sqlite3.Connection, *, tenant: str | None = None) -> list[dict[str, Any]]:
+    """The armed faults, oldest first: all of them, or a tenant's own."""
+    sql = "SELECT * FROM faults WHERE remaining > 0"
+    if tenant is not None:
+        sql += " AND tenant_id = ?"
+    rows = conn.execute(sql + " ORDER BY seq", () if tenant is None else (tenant,)).fetchall()
     return [
         {
             "fault_id": r["id"],
@@ -111,5 +126,9 @@ def list_faults(conn: sqlite3.Connection) -> list[dict[str, Any]]:
     ]
 
 
-def clear(conn: sqlite3.Connection) -> None:
-    conn.execute("DELETE FROM faults")
+def clear(conn: sqlite3.Connection, *, tenant: str | None = None) -> None:
+    """Disarm every fault, or a tenant's own."""
+    if tenant is None:
+        conn.execute("DELETE FROM faults")
+    else:
+        conn.execute("DELETE FROM faults WHERE tenant_id = ?", (tenant,))

@@ -17,12 +17,13 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
-from fake_lucy.domain import server_state
+from fake_lucy.domain.epochs import bump_index_epoch
 from fake_lucy.domain.errors import DomainError, invalid_field
 from fake_lucy.domain.ids import IdFactory
 from fake_lucy.domain.principals import Principal, Scope, scope_tag
 from fake_lucy.store import queries
 from fake_lucy.store.records import MemoryRecord, ProposalRecord
+from fake_lucy.store.tables import fts_ddl, fts_table
 from lucy_memory._contract import FINAL_PROPOSAL_STATES as FINAL_STATES
 
 __all__ = [
@@ -31,6 +32,9 @@ __all__ = [
     "ProposalPlan",
     "VersionContent",
     "approve",
+    "clear_index",
+    "create_index",
+    "create_memory",
     "create_proposal",
     "delete_memory",
     "expire",
@@ -72,13 +76,14 @@ class Placeholder:
     text: str
 
 
-def expire_due(conn: sqlite3.Connection, now: str) -> None:
-    """Persist the effective status: every pending proposal past ``expires_at`` becomes expired."""
+def expire_due(conn: sqlite3.Connection, tenant: str, now: str) -> None:
+    """Persist the effective status: every pending proposal of ``tenant`` past ``expires_at``
+    (``now`` is the tenant's clock) becomes expired."""
     conn.execute(
         "UPDATE proposals SET status = 'expired', reason = 'expired',"
         " decided_at = expires_at, updated_at = expires_at"
-        " WHERE status = 'pending' AND expires_at <= ?",
-        (now,),
+        " WHERE status = 'pending' AND expires_at <= ? AND tenant_id = ?",
+        (now, tenant),
     )
 
 
@@ -275,25 +280,38 @@ def _require_pending(record: ProposalRecord, action: str) -> None:
         )
 
 
-# Every write to the full-text index goes through these two, which also change the index epoch
-# (the memories rows a recall returns change only together with the index).
+# Every write to a full-text index (one per tenant, ``store.tables.fts_table``) goes through these
+# three, which also change the index epoch (the memories rows a recall returns change only together
+# with the index).
 def _insert_fts(
     conn: sqlite3.Connection, seq: int, tenant: str, scope: Scope, text: str, topic: str | None
 ) -> None:
     conn.execute(
-        "INSERT INTO memory_fts (rowid, scope_tag, content, topic) VALUES (?, ?, ?, ?)",
+        f"INSERT INTO {fts_table(tenant)} (rowid, scope_tag, content, topic) VALUES (?, ?, ?, ?)",  # noqa: S608 - a digest name
         (seq, scope_tag(tenant, scope), text, (topic or "").replace("-", " ")),
     )
-    server_state.bump_index_epoch(conn)
+    bump_index_epoch(conn)
 
 
 # A restored snapshot (``domain.snapshot``) indexes its active memories the same way.
 index_memory = _insert_fts
 
 
-def _delete_fts(conn: sqlite3.Connection, seq: int) -> None:
-    conn.execute("DELETE FROM memory_fts WHERE rowid = ?", (seq,))
-    server_state.bump_index_epoch(conn)
+def _delete_fts(conn: sqlite3.Connection, tenant: str, seq: int) -> None:
+    conn.execute(f"DELETE FROM {fts_table(tenant)} WHERE rowid = ?", (seq,))  # noqa: S608 - a digest name
+    bump_index_epoch(conn)
+
+
+def create_index(conn: sqlite3.Connection, tenant: str) -> None:
+    """``tenant``'s full-text table, empty, unless it exists (a restored snapshot's tenant)."""
+    conn.execute(fts_ddl(tenant))
+
+
+def clear_index(conn: sqlite3.Connection, tenant: str, *, drop: bool = False) -> None:
+    """Empty ``tenant``'s full-text index (a reset), or ``drop`` it (the tenant is deleted)."""
+    table = fts_table(tenant)
+    conn.execute(f"DROP TABLE IF EXISTS {table}" if drop else f"DELETE FROM {table}")  # noqa: S608 - a digest name
+    bump_index_epoch(conn)
 
 
 def approve(conn: sqlite3.Connection, ids: IdFactory, record: ProposalRecord, *, now: str) -> ProposalRecord:
@@ -338,7 +356,7 @@ def _approve_replacement(
         " source = ?, updated_at = ?, approved_at = ? WHERE seq = ?",
         (version, *content.values(), now, now, head.seq),
     )
-    _delete_fts(conn, head.seq)
+    _delete_fts(conn, tenant, head.seq)
     _insert_fts(conn, head.seq, tenant, scope, record.content, record.topic)
     _insert_version(conn, memory_id, version, content, now)
     return memory_id, version
@@ -448,13 +466,13 @@ def delete_memory(conn: sqlite3.Connection, memory_id: str, *, now: str) -> Memo
         raise DomainError(
             "invalid_transition", "only an active memory can be deleted", details={"status": head.status}
         )
-    expire_due(conn, now)  # a proposal already past its expiry is expired, not superseded by this
+    expire_due(conn, head.tenant_id, now)  # one past its expiry is expired, not superseded by this
     conn.execute("UPDATE memories SET status = 'deleted' WHERE seq = ?", (head.seq,))
     conn.execute(
         "UPDATE memory_versions SET status = 'deleted' WHERE memory_id = ? AND version = ?",
         (memory_id, head.version),
     )
-    _delete_fts(conn, head.seq)
+    _delete_fts(conn, head.tenant_id, head.seq)
     conn.execute(
         "UPDATE proposals SET status = 'superseded', reason = 'target_deleted',"
         " reason_detail = ?, decided_at = ?, updated_at = ? WHERE target_key = ? AND status = 'pending'",

@@ -10,8 +10,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from fake_lucy.domain import billing, clock
+from fake_lucy.domain.epochs import bump_auth_epoch
 from fake_lucy.domain.errors import DomainError
 from fake_lucy.domain.ids import IdFactory
+from fake_lucy.store.tables import fts_ddl
 from lucy_memory._contract import PERMISSIONS
 
 __all__ = [
@@ -22,6 +24,8 @@ __all__ = [
     "authenticate",
     "bump_auth_epoch",
     "create_credential",
+    "ensure_account",
+    "ensure_tenant",
     "hash_token",
     "revoke_credential",
     "scope_tag",
@@ -63,9 +67,15 @@ class Principal:
     auto_approve: str
     proposal_ttl_seconds: int
     rate_limit_per_minute: int | None
+    clock_offset_us: int  # the tenant's clock, as of the credential epoch it was loaded in
+    clock_frozen_us: int | None
 
     def sees(self, scope: Scope) -> bool:
         return scope in self.scopes
+
+    def now_us(self) -> int:
+        """The tenant's clock (every change to it moves the epoch, so a cached principal's is current)."""
+        return clock.from_state(self.clock_offset_us, self.clock_frozen_us)
 
     def __repr__(self) -> str:
         return f"Principal(credential_id={self.credential_id!r}, tenant_id={self.tenant_id!r})"
@@ -86,8 +96,8 @@ def authenticate(conn: sqlite3.Connection, token: str) -> Principal | None:
 def _load(conn: sqlite3.Connection, token_sha256: str) -> Principal | None:
     row = conn.execute(
         "SELECT c.id, c.tenant_id, c.account_id, c.user_id, c.permissions, c.scopes, c.builtin,"
-        " t.auto_approve, t.proposal_ttl_seconds, t.rate_limit_per_minute"
-        " FROM credentials c JOIN tenants t ON t.id = c.tenant_id"
+        " t.auto_approve, t.proposal_ttl_seconds, t.rate_limit_per_minute, t.clock_offset_us,"
+        " t.clock_frozen_us FROM credentials c JOIN tenants t ON t.id = c.tenant_id"
         " WHERE c.token_sha256 = ? AND c.revoked = 0",
         (token_sha256,),
     ).fetchone()
@@ -104,16 +114,9 @@ def _load(conn: sqlite3.Connection, token_sha256: str) -> Principal | None:
         auto_approve=row[7],
         proposal_ttl_seconds=int(row[8]),
         rate_limit_per_minute=None if row[9] is None else int(row[9]),
+        clock_offset_us=int(row[10]),
+        clock_frozen_us=None if row[11] is None else int(row[11]),
     )
-
-
-def bump_auth_epoch(conn: sqlite3.Connection) -> None:
-    """Tell every worker's ``PrincipalCache`` that credentials or tenant policies changed.
-
-    A new random value rather than a counter: reset recreates the ``server_state`` row, and a
-    counter starting again from its seed value could meet an epoch a cache still holds.
-    """
-    conn.execute("UPDATE server_state SET auth_epoch = ? WHERE id = 1", (secrets.randbits(62),))
 
 
 class PrincipalCache:
@@ -142,12 +145,19 @@ class PrincipalCache:
         return principal
 
 
-def ensure_tenant(conn: sqlite3.Connection, tenant: str) -> None:
-    conn.execute(
-        "INSERT OR IGNORE INTO tenants (id, auto_approve, proposal_ttl_seconds,"
-        " rate_limit_per_minute) VALUES (?, ?, ?, NULL)",
+def ensure_tenant(conn: sqlite3.Connection, tenant: str) -> bool:
+    """Create the tenant on first use: the default policy, the server clock's time, its own
+    full-text index. Returns whether it was created."""
+    created = conn.execute(
+        "INSERT OR IGNORE INTO tenants (id, auto_approve, proposal_ttl_seconds, rate_limit_per_minute,"
+        " clock_offset_us, clock_frozen_us) SELECT ?, ?, ?, NULL, clock_offset_us, clock_frozen_us"
+        " FROM server_state WHERE id = 1",
         (tenant, '"off"', DEFAULT_PROPOSAL_TTL_SECONDS),
-    )
+    ).rowcount
+    if created:
+        conn.execute(fts_ddl(tenant))
+        bump_auth_epoch(conn)
+    return created == 1
 
 
 def ensure_account(
@@ -170,7 +180,7 @@ def ensure_account(
     if credits is not None and request_id is not None:
         if int(row[1]) != credits:
             billing.set_balance(
-                conn, account=account, new_balance=credits, request_id=request_id, at=clock.now(conn)
+                conn, account=account, new_balance=credits, request_id=request_id, at=clock.now(conn, tenant)
             )
     elif credits is not None:
         conn.execute("UPDATE accounts SET balance = ? WHERE id = ?", (credits, account))

@@ -1,8 +1,11 @@
-"""Lexical recall over the full-text index (SPEC 2, recall).
+"""Lexical recall over the caller's tenant's full-text index (SPEC 2, recall; SPEC 3.6).
 
 The query is data: it is split in code into runs of letters and digits, stop words are dropped,
 and the first ``MAX_TERMS`` distinct remaining terms are OR-ed as quoted FTS5 strings, so no query
 syntax ever reaches FTS5 and no query costs more than 32 terms.
+Each tenant has its own FTS5 table (``store.tables.fts_table``), so bm25's statistics — the row
+count, the average row length and each term's document count — are its tenant's alone: a
+tenant's scores, order and cut at the limit never depend on what other tenants store.
 
 A recall has two parts (SPEC 2): ``rank`` reads, in a read snapshot that holds no write lock; then
 ``stamp`` writes the access times in the request's short write transaction, beside its charge,
@@ -20,6 +23,7 @@ from typing import Any
 from fake_lucy.domain.principals import Scope, scope_tag
 from fake_lucy.domain.records import memory_row_dict
 from fake_lucy.store.records import MEMORY_COLUMNS
+from fake_lucy.store.tables import fts_table
 
 __all__ = [
     "MAX_TERMS",
@@ -37,7 +41,7 @@ __all__ = [
 
 _TERM = re.compile(r"[^\W_]+")
 # Weights per FTS column: the scope tag narrows the match but never adds to the score.
-_BM25 = "bm25(memory_fts, 0.0, 1.0, 0.5)"
+_WEIGHTS = "0.0, 1.0, 0.5"
 
 
 MAX_TERMS = 32  # only the first 32 distinct terms of a query count (the contract's recall.max_terms)
@@ -91,7 +95,8 @@ def _full_rows(conn: sqlite3.Connection, tenant: str, seqs: Sequence[int]) -> di
     return {
         row["seq"]: row
         for row in conn.execute(
-            f"SELECT {MEMORY_COLUMNS} FROM memories m"  # noqa: S608 - constant columns and placeholders
+            # NOT INDEXED: rowid lookups, never a walk of the tenant's index (ix_memories_tenant_id)
+            f"SELECT {MEMORY_COLUMNS} FROM memories m NOT INDEXED"  # noqa: S608 - constant columns and placeholders
             f" WHERE m.seq IN ({placeholders}) AND m.tenant_id = ? AND m.status = 'active'",
             [*seqs, tenant],
         )
@@ -177,23 +182,24 @@ def _rank(
     topic: str | None,
     limit: int,
 ) -> Ranked:
+    fts = fts_table(tenant)
     if not kinds and topic is None:
-        # The index holds only active memories and its scope tags carry the tenant, so it ranks
-        # alone; the memories' rows are read for the candidates only.
+        # The index holds only the tenant's active memories, so it ranks alone; the memories'
+        # rows are read for the candidates only.
         cursor = conn.execute(
-            f"SELECT rowid, {_BM25} AS rank FROM memory_fts WHERE memory_fts MATCH ? ORDER BY rank",  # noqa: S608 - constant
+            f"SELECT rowid, bm25({fts}, {_WEIGHTS}) AS rank FROM {fts} WHERE {fts} MATCH ? ORDER BY rank",  # noqa: S608 - a digest name
             (expression,),
         )
         candidates = _read_ranked(cursor, limit)
         rows = _full_rows(conn, tenant, [row[0] for _, row in candidates])
-        if len(rows) != len(candidates):  # pragma: no cover - only on a 96-bit scope-tag collision
+        if len(rows) != len(candidates):  # pragma: no cover - the index and the rows change together
             raise RuntimeError("the full-text index and the memories table disagree")
         scored = [(score, rows[row[0]]) for score, row in candidates]
     else:
         sql = (
-            f"SELECT {MEMORY_COLUMNS}, {_BM25} AS rank FROM memory_fts"  # noqa: S608 - constant parts; values are bound
-            " JOIN memories m ON m.seq = memory_fts.rowid"
-            " WHERE memory_fts MATCH ? AND m.tenant_id = ? AND m.status = 'active'"
+            f"SELECT {MEMORY_COLUMNS}, bm25({fts}, {_WEIGHTS}) AS rank FROM {fts}"  # noqa: S608 - constant parts and a digest name; values are bound
+            f" JOIN memories m ON m.seq = {fts}.rowid"
+            f" WHERE {fts} MATCH ? AND m.tenant_id = ? AND m.status = 'active'"
         )
         params: list[Any] = [expression, tenant]
         if kinds:

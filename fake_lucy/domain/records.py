@@ -76,6 +76,7 @@ def ledger_dict(record: LedgerRecord) -> dict[str, Any]:
     return {
         "request_id": record.request_id,
         "account": record.account_id,
+        "tenant": record.tenant_id,
         "operation": record.operation,
         "amount": record.amount,
         "balance_after": record.balance_after,

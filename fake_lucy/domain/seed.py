@@ -7,10 +7,11 @@ import sqlite3
 from typing import Any
 
 from fake_lucy.domain import clock, server_state
+from fake_lucy.domain.epochs import bump_auth_epoch
 from fake_lucy.domain.errors import DomainError
 from fake_lucy.domain.ids import IdFactory
-from fake_lucy.domain.lifecycle import VersionContent, create_memory
-from fake_lucy.domain.principals import Scope, bump_auth_epoch, create_credential, ensure_tenant
+from fake_lucy.domain.lifecycle import VersionContent, clear_index, create_memory
+from fake_lucy.domain.principals import Scope, create_credential, ensure_tenant
 from fake_lucy.store import queries
 from lucy_memory._contract import canonical_bytes, load_contract, schema_validator
 
@@ -48,9 +49,9 @@ DEFAULT_SEED: dict[str, Any] = {
     "memories": [],
 }
 
-# Tables cleared by reset, in an order with no dangling references.
+# Tables cleared by reset, in an order with no dangling references (the tenants' full-text
+# indexes go first, see ``reset``).
 _TABLES = (
-    "memory_fts",
     "memory_versions",
     "memories",
     "memory_access",
@@ -150,8 +151,22 @@ def apply_seed(conn: sqlite3.Connection, ids: IdFactory, seed: dict[str, Any]) -
             raise ValueError("the seed has two active memories with one topic in a scope") from None
 
 
+def _seed_tenants(seed: dict[str, Any]) -> set[str]:
+    named = [item["id"] for item in seed.get("tenants", [])]
+    named += [item["tenant"] for key in ("credentials", "memories") for item in seed.get(key, [])]
+    return set(named)
+
+
 def reset(conn: sqlite3.Connection, ids: IdFactory, seed: dict[str, Any]) -> None:
-    """Back to a fresh database with the seed (inside the caller's transaction)."""
+    """Back to a fresh database with the seed (inside the caller's transaction).
+
+    A seed tenant's full-text index is emptied and kept, any other tenant's dropped: a reset of a
+    database that holds only the seed changes no table definitions (which would make every worker
+    re-read the schema).
+    """
+    keep = _seed_tenants(seed)
+    for tenant in queries.tenant_ids(conn):
+        clear_index(conn, tenant, drop=tenant not in keep)
     for table in _TABLES:
         conn.execute(f"DELETE FROM {table}")  # noqa: S608 - table names are constants
     apply_seed(conn, ids, seed)

@@ -1,21 +1,23 @@
 """What a v1 request needs from the one-row ``server_state`` table, read in one statement each.
 
-``at_start``: once per request, before authentication — the clock (for the journal and the rate
-limiter), whether any fault can still fire, and the credential epoch (which keeps the principal
-cache of ``principals.PrincipalCache`` honest across workers).
-``in_transaction``: once inside the request's write transaction — the clock again (timestamps of
-what the transaction writes), the billing authority, the account's balance and, again, whether a
-fault can fire (decided under the write lock, so the journal row may join the same commit) and
+``at_start``: once per request, before authentication — whether any fault can still fire, and the
+credential epoch (which keeps the principal cache of ``principals.PrincipalCache`` honest across
+workers). The clock of the journal and the rate limiter is the caller's tenant's, which the
+principal carries (a clock change moves the epoch).
+``in_transaction``: once inside the request's write transaction — the tenant's clock (timestamps
+of what the transaction writes), the billing authority, the account's balance and, again, whether
+a fault can fire (decided under the write lock, so the journal row may join the same commit) and
 the epoch of the recallable memories (``bump_index_epoch``).
 """
 
 from __future__ import annotations
 
-import secrets
 import sqlite3
 from dataclasses import dataclass
 
 from fake_lucy.domain import clock
+from fake_lucy.domain.epochs import bump_index_epoch
+from fake_lucy.domain.errors import DomainError
 
 __all__ = [
     "RequestStart",
@@ -29,7 +31,6 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class RequestStart:
-    now_us: int
     faults_armed: bool
     auth_epoch: int
 
@@ -44,22 +45,23 @@ class TransactionState:
 
 
 def at_start(conn: sqlite3.Connection) -> RequestStart:
-    offset, frozen, armed, epoch = conn.execute(
-        "SELECT clock_offset_us, clock_frozen_us,"
-        " EXISTS (SELECT 1 FROM faults WHERE remaining > 0), auth_epoch"
-        " FROM server_state WHERE id = 1"
+    armed, epoch = conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM faults WHERE remaining > 0), auth_epoch FROM server_state WHERE id = 1"
     ).fetchone()
-    return RequestStart(clock.from_state(offset, frozen), bool(armed), int(epoch))
+    return RequestStart(bool(armed), int(epoch))
 
 
-def in_transaction(conn: sqlite3.Connection, account: str) -> TransactionState:
-    offset, frozen, available, balance, armed, index_epoch = conn.execute(
-        "SELECT clock_offset_us, clock_frozen_us, billing_available,"
+def in_transaction(conn: sqlite3.Connection, tenant: str, account: str) -> TransactionState:
+    row = conn.execute(
+        "SELECT t.clock_offset_us, t.clock_frozen_us, s.billing_available,"
         " (SELECT balance FROM accounts WHERE id = ?),"
-        " EXISTS (SELECT 1 FROM faults WHERE remaining > 0), index_epoch"
-        " FROM server_state WHERE id = 1",
-        (account,),
+        " EXISTS (SELECT 1 FROM faults WHERE remaining > 0), s.index_epoch"
+        " FROM server_state s JOIN tenants t ON t.id = ? WHERE s.id = 1",
+        (account, tenant),
     ).fetchone()
+    if row is None:  # deleted by another request since this one authenticated
+        raise DomainError("unauthenticated", "the bearer token's tenant has been deleted")
+    offset, frozen, available, balance, armed, index_epoch = row
     return TransactionState(
         now_us=clock.from_state(offset, frozen),
         billing_available=bool(available),
@@ -73,12 +75,3 @@ def index_epoch(conn: sqlite3.Connection) -> int:
     """The epoch of the recallable memories, as the caller's snapshot sees them."""
     (epoch,) = conn.execute("SELECT index_epoch FROM server_state WHERE id = 1").fetchone()
     return int(epoch)
-
-
-def bump_index_epoch(conn: sqlite3.Connection) -> None:
-    """Tell every worker's ``RecallCache`` that the recallable memories changed: called by each
-    write to the full-text index, in the writer's transaction.
-
-    A new random value rather than a counter, as for ``auth_epoch``: reset recreates the row.
-    """
-    conn.execute("UPDATE server_state SET index_epoch = ? WHERE id = 1", (secrets.randbits(62),))

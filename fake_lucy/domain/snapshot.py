@@ -7,7 +7,9 @@ in a snapshot. ``version`` counts format changes: a newer one is refused, an old
 (``_MIGRATIONS``) before it is read.
 
 Both take an optional ``tenant``: the document then holds, and a restore replaces, that tenant
-only (for a tenant admin, SPEC 3.6).
+only (for a tenant admin, SPEC 3.6). Each tenant carries its own clock and, for one made by
+``POST /_fake/tenants``, its admin token's sha256, first credential and initial credits (what a
+tenant reset returns to); a restore rebuilds each tenant's full-text table from its memories.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any
 
 from fake_lucy.domain import clock, server_state
 from fake_lucy.domain.errors import invalid_field, invalid_request
-from fake_lucy.domain.lifecycle import index_memory
+from fake_lucy.domain.lifecycle import clear_index, create_index, index_memory
 from fake_lucy.domain.principals import Scope, bump_auth_epoch
 from fake_lucy.store import snapshot as store
 from lucy_memory._contract import schema_validator
@@ -88,6 +90,7 @@ def _export_tenant(conn: sqlite3.Connection, tenant: str, include_journal: bool)
                 "approved_at": version["approved_at"],
             }
         )
+    frozen = row["clock_frozen_us"]
     document: dict[str, Any] = {
         "id": tenant,
         "policy": {
@@ -95,6 +98,14 @@ def _export_tenant(conn: sqlite3.Connection, tenant: str, include_journal: bool)
             "proposal_ttl_seconds": row["proposal_ttl_seconds"],
             "rate_limit_per_minute": row["rate_limit_per_minute"],
         },
+        "clock": {
+            "now": clock.format_us(clock.from_state(row["clock_offset_us"], frozen)),
+            "frozen": frozen is not None,
+            "offset_us": int(row["clock_offset_us"]),
+        },
+        "admin_token_sha256": row["admin_token_sha256"],
+        "first_credential_id": row["first_credential_id"],
+        "initial_credits": row["initial_credits"],
         "accounts": [
             {"id": account["id"], "balance": account["balance"]}
             for account in store.tenant_rows(conn, "accounts", tenant)
@@ -148,6 +159,7 @@ def _export_tenant(conn: sqlite3.Connection, tenant: str, include_journal: bool)
             {
                 "request_id": entry["request_id"],
                 "account": entry["account_id"],
+                "tenant": tenant,
                 "operation": entry["operation"],
                 "amount": entry["amount"],
                 "balance_after": entry["balance_after"],
@@ -229,6 +241,11 @@ def _check_references(document: dict[str, Any]) -> None:
         base = f"/tenants/{t}"
         accounts = {account["id"] for account in tenant["accounts"]}
         credentials = {credential["credential_id"] for credential in tenant["credentials"]}
+        first = tenant.get("first_credential_id")
+        if first is not None and first not in credentials:
+            problems.append(
+                {"pointer": f"{base}/first_credential_id", "detail": "names no credential of its tenant"}
+            )
         for c, credential in enumerate(tenant["credentials"]):
             if credential["account"] not in accounts:
                 problems.append(
@@ -281,14 +298,24 @@ def restore_state(conn: sqlite3.Connection, document: Any, *, tenant: str | None
     """Replace the state (or one tenant's) with a snapshot, inside the caller's transaction: a
     refused document raises before the transaction commits, so nothing changes."""
     snapshot = validate(document)
+    admin_tokens: dict[str, str | None] = {}
     if tenant is not None:
         others = [i for i, item in enumerate(snapshot["tenants"]) if item["id"] != tenant]
         if others:
             raise invalid_field(f"/tenants/{others[0]}/id", "names another tenant than the one restored")
+        if not snapshot["tenants"]:
+            raise invalid_field("/tenants", "must hold the tenant restored")
+        # the tenant admin restoring its tenant keeps its token: the document's hash is not taken
+        admin_tokens = {
+            row["id"]: row["admin_token_sha256"] for row in store.tenant_rows(conn, "tenants", tenant)
+        }
+        clear_index(conn, tenant, drop=True)
         store.clear_tenant(conn, tenant)
     else:
+        for existing in store.tenant_ids(conn):
+            clear_index(conn, existing, drop=True)
         store.clear_all(conn)
-        frozen_us, offset_us = _server_clock(snapshot["clocks"]["server"])
+        frozen_us, offset_us = _clock_columns(snapshot["clocks"]["server"], "/clocks/server")
         store.write_server_row(
             conn,
             offset_us=offset_us,
@@ -296,29 +323,35 @@ def restore_state(conn: sqlite3.Connection, document: Any, *, tenant: str | None
             billing_available=snapshot["server"]["billing_available"],
             id_sequence=snapshot["server"]["id_sequence"],
         )
+    server = store.server_row(conn)
+    server_clock = (server["clock_frozen_us"], int(server["clock_offset_us"]))
     for t, item in enumerate(snapshot["tenants"]):
-        _restore_tenant(conn, item, f"/tenants/{t}")
+        base = f"/tenants/{t}"
+        clock_columns = _clock_columns(item["clock"], f"{base}/clock") if "clock" in item else server_clock
+        admin_token = admin_tokens.get(item["id"]) if tenant is not None else item.get("admin_token_sha256")
+        _restore_tenant(conn, item, base, clock_columns=clock_columns, admin_token_sha256=admin_token)
     bump_auth_epoch(conn)
     server_state.bump_index_epoch(conn)
 
 
-def _server_clock(server_clock: dict[str, Any]) -> tuple[int | None, int]:
-    """The stored clock columns of a snapshot's server clock: frozen at ``now``, or running with
-    its offset; either way within the range the control API allows."""
+def _clock_columns(written: dict[str, Any], pointer: str) -> tuple[int | None, int]:
+    """The stored clock columns (frozen µs, offset µs) of a snapshot's clock (the server's or a
+    tenant's): frozen at ``now``, or running with its offset; either way within the range the
+    control API allows."""
     try:
-        now_us = clock.parse_timestamp(server_clock["now"])
+        now_us = clock.parse_timestamp(written["now"])
     except ValueError:  # the schema's pattern takes 2031-02-30; the calendar does not
-        raise invalid_field("/clocks/server/now", "must be a real date and time") from None
+        raise invalid_field(f"{pointer}/now", "must be a real date and time") from None
     latest = clock.parse_timestamp(clock.LATEST)
-    if server_clock["frozen"]:
+    if written["frozen"]:
         if now_us > latest:
-            raise invalid_field("/clocks/server/now", f"must not be past {clock.LATEST}")
-        return now_us, 0
-    offset_us = int(server_clock["offset_us"])
+            raise invalid_field(f"{pointer}/now", f"must not be past {clock.LATEST}")
+        # a frozen clock's offset is not read until it runs again, which sets a new one; kept as
+        # written so that a restored state exports the same document
+        return now_us, int(written["offset_us"])
+    offset_us = int(written["offset_us"])
     if not 0 <= clock.real_us() + offset_us <= latest:
-        raise invalid_field(
-            "/clocks/server/offset_us", f"must keep the clock between 1970 and {clock.LATEST}"
-        )
+        raise invalid_field(f"{pointer}/offset_us", f"must keep the clock between 1970 and {clock.LATEST}")
     return None, offset_us
 
 
@@ -331,9 +364,17 @@ def _insert(conn: sqlite3.Connection, table: str, values: dict[str, Any], pointe
         ) from None
 
 
-def _restore_tenant(conn: sqlite3.Connection, tenant: dict[str, Any], base: str) -> None:
+def _restore_tenant(
+    conn: sqlite3.Connection,
+    tenant: dict[str, Any],
+    base: str,
+    *,
+    clock_columns: tuple[int | None, int],
+    admin_token_sha256: str | None,
+) -> None:
     tenant_id = tenant["id"]
     policy = tenant["policy"]
+    frozen_us, offset_us = clock_columns
     _insert(
         conn,
         "tenants",
@@ -342,9 +383,15 @@ def _restore_tenant(conn: sqlite3.Connection, tenant: dict[str, Any], base: str)
             "auto_approve": json.dumps(policy["auto_approve"]),
             "proposal_ttl_seconds": policy["proposal_ttl_seconds"],
             "rate_limit_per_minute": policy["rate_limit_per_minute"],
+            "clock_offset_us": offset_us,
+            "clock_frozen_us": frozen_us,
+            "admin_token_sha256": admin_token_sha256,
+            "first_credential_id": tenant.get("first_credential_id"),
+            "initial_credits": tenant.get("initial_credits"),
         },
         f"{base}/id",
     )
+    create_index(conn, tenant_id)
     for i, account in enumerate(tenant["accounts"]):
         values = {"id": account["id"], "tenant_id": tenant_id, "balance": account["balance"]}
         _insert(conn, "accounts", values, f"{base}/accounts/{i}/id")
@@ -385,6 +432,7 @@ def _restore_tenant(conn: sqlite3.Connection, tenant: dict[str, Any], base: str)
         values = {
             "request_id": entry["request_id"],
             "account_id": entry["account"],
+            "tenant_id": tenant_id,
             "operation": entry["operation"],
             "amount": entry["amount"],
             "balance_after": entry["balance_after"],
@@ -392,7 +440,7 @@ def _restore_tenant(conn: sqlite3.Connection, tenant: dict[str, Any], base: str)
         }
         _insert(conn, "ledger", values, f"{base}/ledger/{i}")
     for i, entry in enumerate(tenant.get("journal", [])):
-        _insert(conn, "journal", dict(entry), f"{base}/journal/{i}")
+        _insert(conn, "journal", {**entry, "tenant": tenant_id}, f"{base}/journal/{i}")
 
 
 def _restore_memory(conn: sqlite3.Connection, tenant: str, memory: dict[str, Any], pointer: str) -> None:

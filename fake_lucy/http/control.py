@@ -1,10 +1,15 @@
-"""The control API under ``/_fake`` (SPEC 3.2): for tests and humans, never part of v1."""
+"""The control API under ``/_fake`` (SPEC 3.2, 3.6): for tests and humans, never part of v1.
+
+Each call is authenticated into an ``AdminScope`` — the server admin token, or a tenant's admin
+token — which every domain call receives: a tenant admin acts only within its tenant.
+"""
 
 from __future__ import annotations
 
 import hmac
 import re
 import sqlite3
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -13,11 +18,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from fake_lucy import __version__
-from fake_lucy.domain import admin, billing, clock, faults, findings, policy, snapshot
+from fake_lucy.domain import admin, billing, clock, faults, findings, policy, snapshot, tenants
 from fake_lucy.domain.errors import DomainError, invalid_field
 from fake_lucy.domain.ids import random_request_id
 from fake_lucy.domain.policy import policy_dict
-from fake_lucy.domain.principals import create_credential, revoke_credential
 from fake_lucy.domain.records import journal_dict, ledger_dict, memory_dict, proposal_dict
 from fake_lucy.http import cursors, inputs
 from fake_lucy.http.abort import client_gone
@@ -49,10 +53,11 @@ _SCOPE_KINDS = ("user", "workspace", "project")
 
 
 class _Ctx:
-    def __init__(self, fake: FakeLucy, request: Request, request_id: str) -> None:
+    def __init__(self, fake: FakeLucy, request: Request, request_id: str, scope: tenants.AdminScope) -> None:
         self.fake = fake
         self.request = request
         self.request_id = request_id
+        self.scope = scope  # who acts: the server admin or one tenant's admin
         self.path = request.path_params
         self.query = request.query_params
 
@@ -107,13 +112,18 @@ def _page(page: Page[T], convert: Callable[[T], dict[str, Any]]) -> dict[str, An
 
 
 def _reset(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
-    raise NotImplementedError  # handled outside the generic transaction, see ``ControlApi.run``
+    """A tenant admin's reset: its tenant alone. The server admin's resets the whole database
+    outside the generic transaction (``ControlApi.run``); ``run`` times both."""
+    assert ctx.scope.tenant is not None
+    tenants.reset(conn, ctx.scope.tenant)
+    return 200, None
 
 
 def _create_credential(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
-    created = create_credential(
+    created = admin.create_credential(
         conn,
         ctx.fake.ids,
+        scope=ctx.scope,
         request_id=ctx.request_id,
         tenant=body["tenant"],
         account=body.get("account"),
@@ -126,14 +136,14 @@ def _create_credential(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx
 
 
 def _revoke(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
-    revoke_credential(conn, ctx.path["credential_id"])
+    admin.revoke_credential(conn, ctx.path["credential_id"], scope=ctx.scope)
     return 204, None
 
 
 def _set_balance(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
     account = ctx.path["account"]
     balance = int(body["balance"])  # the schema's integer takes 20.0; the answer and the ledger say 20
-    admin.set_balance(conn, account=account, balance=balance, request_id=ctx.request_id)
+    admin.set_balance(conn, account=account, balance=balance, request_id=ctx.request_id, scope=ctx.scope)
     return 200, {"account": account, "balance": balance}
 
 
@@ -142,14 +152,21 @@ def _list_proposals(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -
     status = _query_choice(ctx, "status", PROPOSAL_STATES)
     limit = _query_int(ctx, "limit", PAGE_SIZE, 1, MAX_PAGE)
     after = _seq_cursor(ctx)
-    page = admin.proposals(conn, status=status, tenant=ctx.query.get("tenant"), after=after, limit=limit)
+    page = admin.proposals(
+        conn, status=status, tenant=ctx.query.get("tenant"), after=after, limit=limit, scope=ctx.scope
+    )
     return 200, _page(page, proposal_dict)
 
 
 def _decide(decision: admin.Decision) -> _Handler:
     def handler(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
         record = admin.decide(
-            conn, ctx.fake.ids, ctx.path["proposal_id"], decision, reason_detail=body.get("reason_detail")
+            conn,
+            ctx.fake.ids,
+            ctx.path["proposal_id"],
+            decision,
+            reason_detail=body.get("reason_detail"),
+            scope=ctx.scope,
         )
         return 200, {"proposal": proposal_dict(record)}
 
@@ -169,56 +186,58 @@ def _list_memories(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) ->
         history=history,
         after=cursors.decode_pair(ctx.query.get("cursor")),
         limit=limit,
+        scope=ctx.scope,
     )
     return 200, _page(page, memory_dict)
 
 
 def _delete_memory(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
-    return 200, {"memory": memory_dict(admin.delete_memory(conn, ctx.path["memory_id"]))}
+    return 200, {"memory": memory_dict(admin.delete_memory(conn, ctx.path["memory_id"], scope=ctx.scope))}
 
 
 def _restore_memory(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
-    return 200, {"memory": memory_dict(admin.restore_memory(conn, ctx.path["memory_id"]))}
+    return 200, {"memory": memory_dict(admin.restore_memory(conn, ctx.path["memory_id"], scope=ctx.scope))}
 
 
 def _get_policy(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
     _only_query(ctx, ())
-    return 200, policy_dict(policy.get_policy(conn, ctx.path["tenant"]))
+    return 200, policy_dict(policy.get_policy(conn, ctx.path["tenant"], scope=ctx.scope))
 
 
 def _put_policy(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
-    return 200, policy_dict(policy.update_policy(conn, ctx.path["tenant"], body))
+    return 200, policy_dict(policy.update_policy(conn, ctx.path["tenant"], body, scope=ctx.scope))
 
 
 def _get_clock(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
     _only_query(ctx, ())
-    return 200, clock.state(conn)
+    return 200, clock.state(conn, ctx.scope.tenant)
 
 
 def _advance_clock(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
-    return 200, clock.advance(conn, float(body["seconds"]))
+    return 200, clock.advance(conn, float(body["seconds"]), ctx.scope.tenant)
 
 
 def _set_clock(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
-    return 200, clock.set_clock(conn, now=body.get("now"), frozen=body.get("frozen"))
+    return 200, clock.set_clock(conn, now=body.get("now"), frozen=body.get("frozen"), tenant=ctx.scope.tenant)
 
 
 def _set_billing(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
+    ctx.scope.require_server("the billing authority")
     billing.set_billing(conn, body["available"])
     return 200, {"available": body["available"]}
 
 
 def _create_fault(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
-    return 201, faults.create(conn, ctx.fake.ids, body)
+    return 201, faults.create(conn, ctx.fake.ids, body, tenant=ctx.scope.tenant)
 
 
 def _list_faults(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
     _only_query(ctx, ())
-    return 200, {"items": faults.list_faults(conn)}
+    return 200, {"items": faults.list_faults(conn, tenant=ctx.scope.tenant)}
 
 
 def _clear_faults(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
-    faults.clear(conn)
+    faults.clear(conn, tenant=ctx.scope.tenant)
     return 204, None
 
 
@@ -239,22 +258,52 @@ def _list_requests(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) ->
     newest = _query_int(ctx, "limit", 0, 1, JOURNAL_LIMIT) if "limit" in ctx.query else None
     credential, after = ctx.query.get("credential_id"), _seq_cursor(ctx)
     page = admin.journal(
-        conn, operation=operation, credential_id=credential, newest=newest, after=after, limit=PAGE_SIZE
+        conn,
+        operation=operation,
+        credential_id=credential,
+        newest=newest,
+        after=after,
+        limit=PAGE_SIZE,
+        scope=ctx.scope,
     )
     return 200, _page(page, journal_dict)
 
 
 def _list_ledger(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
     _only_query(ctx, ("account", "cursor"))
-    page = admin.ledger(conn, account=ctx.query.get("account"), after=_seq_cursor(ctx), limit=PAGE_SIZE)
+    page = admin.ledger(
+        conn, account=ctx.query.get("account"), after=_seq_cursor(ctx), limit=PAGE_SIZE, scope=ctx.scope
+    )
     return 200, _page(page, ledger_dict)
+
+
+def _create_tenant(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
+    credits = body.get("credits")
+    created = tenants.create(
+        conn,
+        ctx.fake.ids,
+        scope=ctx.scope,
+        tenant=body.get("tenant"),
+        credits=None if credits is None else int(credits),  # 50.0 is 50
+    )
+    return 201, created.as_dict()
+
+
+def _delete_tenant(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
+    tenants.delete(conn, ctx.path["tenant"], scope=ctx.scope)
+    return 204, None
 
 
 def _list_findings(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
     _only_query(ctx, ("credential_id", "code", "cursor"))
     code = _query_choice(ctx, "code", findings.CODES)
     page = findings.findings(
-        conn, credential_id=ctx.query.get("credential_id"), code=code, after=_seq_cursor(ctx), limit=PAGE_SIZE
+        conn,
+        credential_id=ctx.query.get("credential_id"),
+        code=code,
+        tenant=ctx.scope.tenant,
+        after=_seq_cursor(ctx),
+        limit=PAGE_SIZE,
     )
     return 200, _page(page, findings.finding_dict)
 
@@ -262,12 +311,14 @@ def _list_findings(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) ->
 def _get_snapshot(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
     _only_query(ctx, ("include_journal",))
     include_journal = _query_bool(ctx, "include_journal", default=False)
-    return 200, snapshot.export_state(conn, fake_version=__version__, include_journal=include_journal)
+    return 200, snapshot.export_state(
+        conn, fake_version=__version__, tenant=ctx.scope.tenant, include_journal=include_journal
+    )
 
 
 def _put_snapshot(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
     _only_query(ctx, ())
-    snapshot.restore_state(conn, body)
+    snapshot.restore_state(conn, body, tenant=ctx.scope.tenant)
     return 200, {"restored": True}
 
 
@@ -279,18 +330,25 @@ class ControlApi:
         self.fake = fake
         self.max_body = int(fake.contract["max_body_bytes"])
 
-    def _authorise(self, request: Request) -> None:
+    def _authorise(self, request: Request) -> tenants.AdminScope:
+        """The server admin token, or a tenant's admin token (never a v1 credential's)."""
         token = inputs.bearer_token(inputs.header_map(request.scope))
-        if token is None or not hmac.compare_digest(
-            token.encode("utf-8"), self.fake.admin_token.encode("utf-8")
-        ):
-            raise ProblemError("unauthenticated", "the control API needs the admin bearer token")
-        if self.fake.admin_token_is_builtin and not self.fake.loopback:
+        if token is None:
+            raise ProblemError("unauthenticated", "the control API needs an admin bearer token")
+        if hmac.compare_digest(token.encode("utf-8"), self.fake.admin_token.encode("utf-8")):
+            if self.fake.admin_token_is_builtin and not self.fake.loopback:
+                raise ProblemError(
+                    "unauthenticated",
+                    "the built-in admin token is refused when the fake listens on a non-loopback"
+                    " address; set FAKE_LUCY_ADMIN_TOKEN or --admin-token-file",
+                )
+            return tenants.SERVER
+        scope = tenants.authenticate_admin(self.fake.db.conn, token)
+        if scope is None:
             raise ProblemError(
-                "unauthenticated",
-                "the built-in admin token is refused when the fake listens on a non-loopback"
-                " address; set FAKE_LUCY_ADMIN_TOKEN or --admin-token-file",
+                "unauthenticated", "the control API needs the server admin token or a tenant admin token"
             )
+        return scope
 
     async def _body(self, request: Request, schema: str | None, max_body: int) -> dict[str, Any]:
         raw = await inputs.read_body(request, max_body)
@@ -322,19 +380,23 @@ class ControlApi:
     ) -> Response:
         request_id = random_request_id()
         try:
-            self._authorise(request)
+            scope = self._authorise(request)
             if path_schema is not None:
                 errors = path_schema.errors(dict(request.path_params))
                 if errors:
                     raise schema_problem(errors, "a path parameter is invalid")
             body = await self._body(request, schema, max_body or self.max_body)
-            ctx = _Ctx(self.fake, request, request_id)
-            if handler is _reset:
-                took = self.fake.reset()
-                status, payload = 200, {"reset": True, "took_ms": round(took, 3)}
+            ctx = _Ctx(self.fake, request, request_id, scope)
+            started = time.perf_counter()
+            if handler is _reset and scope.tenant is None:
+                self.fake.reset()
+                status, payload = 200, None
             else:
                 with self.fake.db.write() as conn:
+                    tenants.still_valid(conn, scope)
                     status, payload = handler(conn, body, ctx)
+            if handler is _reset:
+                payload = {"reset": True, "took_ms": round((time.perf_counter() - started) * 1000, 3)}
         except DomainError as error:
             return problem_response(error, request_id)
         except inputs.ClientGone:  # the body never arrived whole: nothing was changed
@@ -373,6 +435,8 @@ _ROUTES: list[tuple[str, str, str | None, _Handler]] = [
     ("DELETE", "/faults", None, _clear_faults),
     ("GET", "/requests", None, _list_requests),
     ("GET", "/ledger", None, _list_ledger),
+    ("POST", "/tenants", "control-tenant-create-request.schema.json", _create_tenant),
+    ("DELETE", "/tenants/{tenant}", None, _delete_tenant),
     ("GET", "/findings", None, _list_findings),
     ("GET", "/snapshot", None, _get_snapshot),
     ("PUT", "/snapshot", ANY_OBJECT, _put_snapshot),

@@ -114,6 +114,7 @@ class V1Pipeline:
             return problem_response(error, request_id)
         except inputs.ClientGone:  # before step 3: nothing charged, changed or journaled
             return client_gone(request)
+        now_us = principal.now_us()  # the tenant's clock
         key = inputs.idempotency_key(incoming) if operation == "propose" else None
         secret_key = key is not None and self._looks_secret(incoming, key)
         if secret_key:
@@ -128,14 +129,15 @@ class V1Pipeline:
             principal=principal,
             journal=journaling.JournalRow(
                 request_id=request_id,
-                at=clock.format_us(start.now_us),
+                at=clock.format_us(now_us),
                 operation=operation,
                 credential_id=principal.credential_id,
+                tenant=principal.tenant_id,
                 idempotency_key=key,
                 retry_attempt=attempt if attempt is not None and attempt >= 0 else 0,
                 body_sha256=hashlib.sha256(raw_body).hexdigest(),
             ),
-            now_us=start.now_us,
+            now_us=now_us,
             arrived_us=arrived_us,
             faults_armed=start.faults_armed,
             proposal_id=proposal_id,
@@ -255,6 +257,7 @@ class V1Pipeline:
         fault = faults.take(
             self.conn,
             operation=call.operation,
+            tenant=call.principal.tenant_id,
             credential_id=call.principal.credential_id,
             phase=phase,
         )
@@ -281,7 +284,7 @@ class V1Pipeline:
                     conn,
                     credential_id=call.principal.credential_id,
                     per_minute=per_minute,
-                    now_us=clock.now_us(conn),
+                    now_us=clock.now_us(conn, call.principal.tenant_id),
                 )
         else:
             state = ratelimit.take_token(
@@ -359,6 +362,7 @@ class V1Pipeline:
     def _charge(self, conn: sqlite3.Connection, call: _Call, now: str) -> int:
         return billing.charge(
             conn,
+            tenant=call.principal.tenant_id,
             account=call.principal.account_id,
             request_id=call.request_id,
             operation=call.operation,
@@ -402,7 +406,7 @@ class V1Pipeline:
             limit=int(body.get("limit", 10)),
         )
         # one statement, so one snapshot: a recall that cannot be charged is refused before it ranks
-        before = server_state.in_transaction(self.conn, principal.account_id)
+        before = server_state.in_transaction(self.conn, principal.tenant_id, principal.account_id)
         billing.check_can_charge(billing_available=before.billing_available, balance=before.balance)  # 12
         ranked: recall.Ranked = []
         ranked_at = before.index_epoch
@@ -414,7 +418,7 @@ class V1Pipeline:
                 ranked_at, ranked = await self.fake.db.in_snapshot(functools.partial(_rank, query))
                 self.recall_cache.put(ranked_at, query.key, ranked)
         with self.fake.db.write() as conn:
-            tx = server_state.in_transaction(conn, principal.account_id)
+            tx = server_state.in_transaction(conn, principal.tenant_id, principal.account_id)
             now = clock.format_us(tx.now_us)
             billing.check_can_charge(billing_available=tx.billing_available, balance=tx.balance)  # 12
             recall.stamp(conn, ranked, now, index_changed=tx.index_epoch != ranked_at)  # 13
@@ -434,9 +438,9 @@ class V1Pipeline:
         if errors:  # 9: the path parameter is the request of this operation
             raise schema_problem(errors)
         with self.fake.db.write() as conn:
-            tx = server_state.in_transaction(conn, principal.account_id)
+            tx = server_state.in_transaction(conn, principal.tenant_id, principal.account_id)
             now = clock.format_us(tx.now_us)
-            lifecycle.expire_due(conn, now)
+            lifecycle.expire_due(conn, principal.tenant_id, now)
             record = lifecycle.visible_proposal(conn, principal, proposal_id)
             billing.check_can_charge(billing_available=tx.billing_available, balance=tx.balance)
             remaining = self._charge(conn, call, now)
@@ -471,7 +475,7 @@ class V1Pipeline:
         secret = self._secret(call, body)
         held: faults.Fault | None = None
         with self.fake.db.write() as conn:
-            tx = server_state.in_transaction(conn, principal.account_id)
+            tx = server_state.in_transaction(conn, principal.tenant_id, principal.account_id)
             now_us = tx.now_us
             now = clock.format_us(now_us)
             replay = idempotency.lookup(conn, principal, key, body_hash, now=now)  # 10
@@ -481,6 +485,7 @@ class V1Pipeline:
                 held = faults.take(
                     conn,
                     operation="propose",
+                    tenant=principal.tenant_id,
                     credential_id=principal.credential_id,
                     phase="in_flight",
                 )
@@ -506,7 +511,7 @@ class V1Pipeline:
         await asyncio.sleep((held.hold_ms or 0) / 1000)
         try:
             with self.fake.db.write() as conn:
-                tx = server_state.in_transaction(conn, principal.account_id)
+                tx = server_state.in_transaction(conn, principal.tenant_id, principal.account_id)
                 return self._execute_propose(conn, call, body, body_hash, secret, tx)
         except DomainError:
             with self.fake.db.write() as conn:
@@ -525,7 +530,7 @@ class V1Pipeline:
         principal = call.principal
         now_us = tx.now_us
         now = clock.format_us(now_us)
-        lifecycle.expire_due(conn, now)
+        lifecycle.expire_due(conn, principal.tenant_id, now)
         if secret is None:  # 11
             plan = lifecycle.plan_proposal(conn, principal, body)
         else:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import secrets
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
@@ -27,7 +28,14 @@ import anyio.to_thread
 from sqlalchemy import create_engine
 from sqlalchemy.pool import StaticPool
 
-from fake_lucy.store.tables import ADDED_COLUMNS, FTS_DDL, metadata
+from fake_lucy.store.tables import (
+    ADDED_COLUMNS,
+    ADDED_INDEXES,
+    LEGACY_FTS_TABLE,
+    fts_ddl,
+    fts_table,
+    metadata,
+)
 
 __all__ = ["MEMORY", "Database", "ForeignDatabaseError"]
 
@@ -92,12 +100,72 @@ class Database:
         # SQLAlchemy commits through the raw connection itself, so no BEGIN of ours around it.
         metadata.create_all(engine)
         engine.dispose(close=False)
-        conn.execute(FTS_DDL)
+        added: set[tuple[str, str]] = set()
         for table, column, declaration in ADDED_COLUMNS:
             existing = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
             if column not in existing:
                 conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
+                added.add((table, column))
+        for statement in ADDED_INDEXES:
+            conn.execute(statement)
         self._move_access_times()
+        self._fill_tenant_columns(added)
+        self._split_full_text_index()
+
+    def _fill_tenant_columns(self, added: set[tuple[str, str]]) -> None:
+        """A file written before tenants had clocks and journal and ledger rows their tenant: each
+        tenant follows the server clock, each row names the tenant of its credential or account."""
+        conn = self.conn
+        with self.write():
+            if ("tenants", "clock_offset_us") in added:
+                conn.execute(
+                    "UPDATE tenants SET (clock_offset_us, clock_frozen_us) ="
+                    " (SELECT clock_offset_us, clock_frozen_us FROM server_state WHERE id = 1)"
+                    " WHERE EXISTS (SELECT 1 FROM server_state WHERE id = 1)"
+                )
+            if ("journal", "tenant") in added:
+                conn.execute(
+                    "UPDATE journal SET tenant = coalesce("
+                    "(SELECT tenant_id FROM credentials c WHERE c.id = journal.credential_id), '')"
+                )
+            if ("ledger", "tenant_id") in added:
+                conn.execute(
+                    "UPDATE ledger SET tenant_id = coalesce("
+                    "(SELECT tenant_id FROM accounts a WHERE a.id = ledger.account_id), '')"
+                )
+
+    def _split_full_text_index(self) -> None:
+        """Every tenant has its full-text table; a file written with one index for all tenants has
+        its rows moved to their tenants' tables, and the old index dropped, in one transaction."""
+        conn = self.conn
+        tenants = [row[0] for row in conn.execute("SELECT id FROM tenants")]
+        legacy = conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (LEGACY_FTS_TABLE,)
+        ).fetchone()
+        missing = [
+            tenant
+            for tenant in tenants
+            if conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (fts_table(tenant),)
+            ).fetchone()
+            is None
+        ]
+        if not missing and legacy is None:
+            return
+        with self.write():
+            for tenant in missing:
+                conn.execute(fts_ddl(tenant))
+            if legacy is not None:
+                for tenant in tenants:
+                    conn.execute(
+                        f"INSERT INTO {fts_table(tenant)} (rowid, scope_tag, content, topic)"  # noqa: S608 - a digest name
+                        f" SELECT f.rowid, f.scope_tag, f.content, f.topic FROM {LEGACY_FTS_TABLE} f"
+                        " JOIN memories m ON m.seq = f.rowid WHERE m.tenant_id = ?",
+                        (tenant,),
+                    )
+                conn.execute(f"DROP TABLE {LEGACY_FTS_TABLE}")
+                # the ranked answers a worker may cache were computed on the old index
+                conn.execute("UPDATE server_state SET index_epoch = ? WHERE id = 1", (secrets.randbits(62),))
 
     def _move_access_times(self) -> None:
         """A file written before ``memory_access`` existed keeps ``last_accessed_at`` in

@@ -25,17 +25,27 @@ from fake_lucy.store.records import (
 
 __all__ = [
     "Page",
+    "TenantRecord",
     "account_tenant_and_balance",
     "active_topic_owner",
     "clear_rate_buckets",
     "credential_exists",
+    "credential_tenant",
+    "delete_tenant_row",
     "journal_page",
     "ledger_page",
     "memory_head",
     "memory_versions_page",
     "proposal",
     "proposals_page",
+    "purge_tenant",
+    "restore_tenant_start",
+    "set_tenant_admin",
+    "tenant",
+    "tenant_by_admin_token",
+    "tenant_ids",
     "tenant_policy",
+    "tenants_with_pending_proposals",
     "update_tenant_policy",
 ]
 
@@ -158,9 +168,10 @@ def journal_page(
     newest: int | None,
     after: int,
     limit: int,
+    tenant: str | None = None,
 ) -> Page[JournalRow]:
     """Journal rows oldest first; with ``newest`` only the newest that many matching rows."""
-    where, params = _where(None, operation=operation, credential_id=credential_id)
+    where, params = _where(None, operation=operation, credential_id=credential_id, tenant=tenant)
     if newest is not None:
         # keep the newest matching rows: start at the seq of the newest-th newest one
         oldest_kept = conn.execute(
@@ -178,9 +189,9 @@ def journal_page(
 
 
 def ledger_page(
-    conn: sqlite3.Connection, *, account: str | None, after: int, limit: int
+    conn: sqlite3.Connection, *, account: str | None, after: int, limit: int, tenant: str | None = None
 ) -> Page[LedgerRecord]:
-    where, params = _where(("seq", after), account_id=account)
+    where, params = _where(("seq", after), account_id=account, tenant_id=tenant)
     rows = conn.execute(
         f"SELECT * FROM ledger WHERE {where} ORDER BY seq LIMIT ?",  # noqa: S608 - constant clauses
         [*params, limit + 1],
@@ -193,8 +204,15 @@ def account_tenant_and_balance(conn: sqlite3.Connection, account: str) -> tuple[
     return None if row is None else (row[0], int(row[1]))
 
 
-def credential_exists(conn: sqlite3.Connection, credential_id: str) -> bool:
-    return conn.execute("SELECT 1 FROM credentials WHERE id = ?", (credential_id,)).fetchone() is not None
+def credential_tenant(conn: sqlite3.Connection, credential_id: str) -> str | None:
+    row = conn.execute("SELECT tenant_id FROM credentials WHERE id = ?", (credential_id,)).fetchone()
+    return None if row is None else str(row[0])
+
+
+def credential_exists(conn: sqlite3.Connection, credential_id: str, *, tenant: str | None = None) -> bool:
+    """Whether the credential exists (within ``tenant`` when one is given)."""
+    row = conn.execute("SELECT tenant_id FROM credentials WHERE id = ?", (credential_id,)).fetchone()
+    return row is not None and (tenant is None or row[0] == tenant)
 
 
 def tenant_policy(conn: sqlite3.Connection, tenant: str) -> TenantPolicy | None:
@@ -227,3 +245,99 @@ def clear_rate_buckets(conn: sqlite3.Connection, tenant: str) -> None:
         "DELETE FROM rate_buckets WHERE credential_id IN (SELECT id FROM credentials WHERE tenant_id = ?)",
         (tenant,),
     )
+
+
+# -- tenants (SPEC 3.6) ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TenantRecord:
+    """What a tenant reset keeps or restores; ``first_credential_id`` and ``initial_credits``
+    are null for a tenant not made by ``POST /_fake/tenants``."""
+
+    id: str
+    first_credential_id: str | None
+    first_account_id: str | None
+    initial_credits: int | None
+
+
+def tenant(conn: sqlite3.Connection, tenant_id: str) -> TenantRecord | None:
+    row = conn.execute(
+        "SELECT t.id, t.first_credential_id, c.account_id, t.initial_credits FROM tenants t"
+        " LEFT JOIN credentials c ON c.id = t.first_credential_id WHERE t.id = ?",
+        (tenant_id,),
+    ).fetchone()
+    return None if row is None else TenantRecord(row[0], row[1], row[2], row[3])
+
+
+def tenant_ids(conn: sqlite3.Connection) -> list[str]:
+    return [row[0] for row in conn.execute("SELECT id FROM tenants ORDER BY id")]
+
+
+def tenant_by_admin_token(conn: sqlite3.Connection, token_sha256: str) -> str | None:
+    row = conn.execute("SELECT id FROM tenants WHERE admin_token_sha256 = ?", (token_sha256,)).fetchone()
+    return None if row is None else str(row[0])
+
+
+def tenants_with_pending_proposals(conn: sqlite3.Connection) -> list[str]:
+    rows = conn.execute("SELECT DISTINCT tenant_id FROM proposals WHERE status = 'pending'")
+    return [row[0] for row in rows]
+
+
+def set_tenant_admin(
+    conn: sqlite3.Connection, tenant_id: str, *, token_sha256: str, first_credential_id: str, credits: int
+) -> None:
+    conn.execute(
+        "UPDATE tenants SET admin_token_sha256 = ?, first_credential_id = ?, initial_credits = ?"
+        " WHERE id = ?",
+        (token_sha256, first_credential_id, credits, tenant_id),
+    )
+
+
+def purge_tenant(conn: sqlite3.Connection, tenant_id: str, *, keep: TenantRecord | None) -> None:
+    """Delete every row of the tenant but its full-text index (the caller's), its own row and,
+    with ``keep``, its first credential and account: memories with their versions and access times,
+    proposals, idempotency records, buckets, faults (its own and any on its credentials), journal
+    and ledger rows, findings and what judging its clients remembers, the other credentials and
+    accounts."""
+    credential = None if keep is None else keep.first_credential_id
+    account = None if keep is None else keep.first_account_id
+    statements = (
+        "DELETE FROM memory_access WHERE seq IN (SELECT seq FROM memories WHERE tenant_id = :t)",
+        "DELETE FROM memory_versions WHERE memory_id IN (SELECT id FROM memories WHERE tenant_id = :t)",
+        "DELETE FROM memories WHERE tenant_id = :t",
+        "DELETE FROM proposals WHERE tenant_id = :t",
+        "DELETE FROM idempotency_records WHERE account_id IN (SELECT id FROM accounts WHERE tenant_id = :t)",
+        "DELETE FROM rate_buckets WHERE credential_id IN (SELECT id FROM credentials WHERE tenant_id = :t)",
+        "DELETE FROM faults WHERE tenant_id = :t"
+        " OR credential_id IN (SELECT id FROM credentials WHERE tenant_id = :t)",
+        "DELETE FROM journal WHERE tenant = :t",
+        "DELETE FROM ledger WHERE tenant_id = :t",
+        "DELETE FROM findings WHERE tenant_id = :t",
+        "DELETE FROM client_watch WHERE tenant_id = :t",
+        "DELETE FROM status_polls WHERE credential_id IN (SELECT id FROM credentials WHERE tenant_id = :t)",
+        "DELETE FROM poll_series WHERE credential_id IN (SELECT id FROM credentials WHERE tenant_id = :t)",
+        "DELETE FROM credentials WHERE tenant_id = :t AND id IS NOT :credential",
+        "DELETE FROM accounts WHERE tenant_id = :t AND id IS NOT :account",
+    )
+    for statement in statements:
+        conn.execute(statement, {"t": tenant_id, "credential": credential, "account": account})
+
+
+def restore_tenant_start(
+    conn: sqlite3.Connection, record: TenantRecord, *, proposal_ttl_seconds: int
+) -> None:
+    """The first credential usable again, the first account at its initial credits, the default policy."""
+    conn.execute("UPDATE credentials SET revoked = 0 WHERE id = ?", (record.first_credential_id,))
+    conn.execute(
+        "UPDATE accounts SET balance = ? WHERE id = ?", (record.initial_credits, record.first_account_id)
+    )
+    conn.execute(
+        "UPDATE tenants SET auto_approve = ?, proposal_ttl_seconds = ?, rate_limit_per_minute = NULL"
+        " WHERE id = ?",
+        ('"off"', proposal_ttl_seconds, record.id),
+    )
+
+
+def delete_tenant_row(conn: sqlite3.Connection, tenant_id: str) -> None:
+    conn.execute("DELETE FROM tenants WHERE id = ?", (tenant_id,))

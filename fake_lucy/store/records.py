@@ -112,6 +112,7 @@ class JournalRow:
     at: str
     operation: str
     credential_id: str
+    tenant: str
     idempotency_key: str | None
     retry_attempt: int
     body_sha256: str
@@ -136,6 +137,7 @@ JOURNAL_COLUMNS = tuple(f.name for f in fields(JournalRow))
 class LedgerRecord:
     request_id: str
     account_id: str
+    tenant_id: str
     operation: str
     amount: int
     balance_after: int
@@ -146,6 +148,7 @@ class LedgerRecord:
         return cls(
             request_id=row["request_id"],
             account_id=row["account_id"],
+            tenant_id=row["tenant_id"],
             operation=row["operation"],
             amount=row["amount"],
             balance_after=row["balance_after"],

@@ -43,15 +43,12 @@ TENANT_ROWS: dict[str, str] = {
         "SELECT r.* FROM idempotency_records r JOIN accounts a ON a.id = r.account_id"
         " WHERE a.tenant_id = ? ORDER BY r.rowid"
     ),
-    "ledger": (
-        "SELECT l.* FROM ledger l JOIN accounts a ON a.id = l.account_id WHERE a.tenant_id = ? ORDER BY l.seq"
-    ),
+    "ledger": "SELECT * FROM ledger WHERE tenant_id = ? ORDER BY seq",
 }
 
 # Everything a full restore replaces: the tables a snapshot carries and the instrumentation that
 # belongs to the state it replaces (faults, buckets, findings and their watch, the journal).
 _ALL_TABLES = (
-    "memory_fts",
     "memory_versions",
     "memories",
     "memory_access",
@@ -81,11 +78,10 @@ def tenant_rows(conn: sqlite3.Connection, table: str, tenant: str) -> list[dict[
 
 
 def journal_rows(conn: sqlite3.Connection, tenant: str) -> list[dict[str, Any]]:
-    """The journal rows of the tenant's credentials, oldest first."""
-    columns = ", ".join(f"j.{name}" for name in JOURNAL_COLUMNS)
+    """The tenant's journal rows, oldest first."""
+    columns = ", ".join(JOURNAL_COLUMNS)
     rows = conn.execute(
-        f"SELECT {columns} FROM journal j JOIN credentials c ON c.id = j.credential_id"  # noqa: S608 - declared columns
-        " WHERE c.tenant_id = ? ORDER BY j.seq",
+        f"SELECT {columns} FROM journal WHERE tenant = ? ORDER BY seq",  # noqa: S608 - declared columns
         (tenant,),
     )
     return [dict(row) for row in rows]
@@ -115,35 +111,37 @@ def write_server_row(
 
 
 def clear_all(conn: sqlite3.Connection) -> None:
+    """Every row of every table but the tenants' full-text tables (the caller's)."""
     for table in _ALL_TABLES:
         conn.execute(f"DELETE FROM {table}")  # noqa: S608 - table names are constants
 
 
 _CLEAR_TENANT = (
-    "DELETE FROM memory_fts WHERE rowid IN (SELECT seq FROM memories WHERE tenant_id = ?)",
-    "DELETE FROM memory_access WHERE seq IN (SELECT seq FROM memories WHERE tenant_id = ?)",
-    "DELETE FROM memory_versions WHERE memory_id IN (SELECT id FROM memories WHERE tenant_id = ?)",
-    "DELETE FROM memories WHERE tenant_id = ?",
-    "DELETE FROM proposals WHERE tenant_id = ?",
-    "DELETE FROM idempotency_records WHERE account_id IN (SELECT id FROM accounts WHERE tenant_id = ?)",
-    "DELETE FROM ledger WHERE account_id IN (SELECT id FROM accounts WHERE tenant_id = ?)",
-    "DELETE FROM journal WHERE credential_id IN (SELECT id FROM credentials WHERE tenant_id = ?)",
-    "DELETE FROM faults WHERE credential_id IN (SELECT id FROM credentials WHERE tenant_id = ?)",
-    "DELETE FROM rate_buckets WHERE credential_id IN (SELECT id FROM credentials WHERE tenant_id = ?)",
-    "DELETE FROM findings WHERE tenant_id = ?",
-    "DELETE FROM client_watch WHERE tenant_id = ?",
-    "DELETE FROM status_polls WHERE credential_id IN (SELECT id FROM credentials WHERE tenant_id = ?)",
-    "DELETE FROM poll_series WHERE credential_id IN (SELECT id FROM credentials WHERE tenant_id = ?)",
-    "DELETE FROM credentials WHERE tenant_id = ?",
-    "DELETE FROM accounts WHERE tenant_id = ?",
-    "DELETE FROM tenants WHERE id = ?",
+    "DELETE FROM memory_access WHERE seq IN (SELECT seq FROM memories WHERE tenant_id = :t)",
+    "DELETE FROM memory_versions WHERE memory_id IN (SELECT id FROM memories WHERE tenant_id = :t)",
+    "DELETE FROM memories WHERE tenant_id = :t",
+    "DELETE FROM proposals WHERE tenant_id = :t",
+    "DELETE FROM idempotency_records WHERE account_id IN (SELECT id FROM accounts WHERE tenant_id = :t)",
+    "DELETE FROM ledger WHERE tenant_id = :t",
+    "DELETE FROM journal WHERE tenant = :t",
+    "DELETE FROM faults WHERE tenant_id = :t"
+    " OR credential_id IN (SELECT id FROM credentials WHERE tenant_id = :t)",
+    "DELETE FROM rate_buckets WHERE credential_id IN (SELECT id FROM credentials WHERE tenant_id = :t)",
+    "DELETE FROM findings WHERE tenant_id = :t",
+    "DELETE FROM client_watch WHERE tenant_id = :t",
+    "DELETE FROM status_polls WHERE credential_id IN (SELECT id FROM credentials WHERE tenant_id = :t)",
+    "DELETE FROM poll_series WHERE credential_id IN (SELECT id FROM credentials WHERE tenant_id = :t)",
+    "DELETE FROM credentials WHERE tenant_id = :t",
+    "DELETE FROM accounts WHERE tenant_id = :t",
+    "DELETE FROM tenants WHERE id = :t",
 )
 
 
 def clear_tenant(conn: sqlite3.Connection, tenant: str) -> None:
-    """Every row of one tenant (and the instrumentation of its credentials)."""
+    """Every row of one tenant (and the instrumentation of its credentials), but its full-text
+    table (the caller's, ``lifecycle.clear_index``)."""
     for statement in _CLEAR_TENANT:
-        conn.execute(statement, (tenant,))
+        conn.execute(statement, {"t": tenant})
 
 
 def insert(conn: sqlite3.Connection, table: str, values: Mapping[str, Any]) -> int:

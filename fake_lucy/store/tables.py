@@ -8,6 +8,8 @@ Timestamps of domain objects are stored as the same fixed-width UTC text the API
 
 from __future__ import annotations
 
+import functools
+import hashlib
 from dataclasses import fields
 from typing import Any
 
@@ -16,15 +18,27 @@ from sqlmodel import AutoString, Field, SQLModel
 
 from fake_lucy.store.records import JournalRow, LedgerRecord
 
-__all__ = ["ADDED_COLUMNS", "FTS_DDL", "metadata"]
+__all__ = ["ADDED_COLUMNS", "ADDED_INDEXES", "LEGACY_FTS_TABLE", "fts_ddl", "fts_table", "metadata"]
 
 
 class Tenant(SQLModel, table=True):
+    """A tenant: its policy, its clock and, for one made by ``POST /_fake/tenants``, its admin.
+
+    The clock is the server clock's pair of columns, per tenant (SPEC 3.6). ``admin_token_sha256``,
+    ``first_credential_id`` and ``initial_credits`` are what a tenant reset keeps or restores;
+    they are null for a tenant made otherwise (the seed, a credential or a policy on first use).
+    """
+
     __tablename__ = "tenants"
     id: str = Field(primary_key=True)
     auto_approve: str = Field(default='"off"')  # JSON: "off" | "all" | [kinds]
     proposal_ttl_seconds: int = 604800
     rate_limit_per_minute: int | None = None
+    clock_offset_us: int = 0
+    clock_frozen_us: int | None = None
+    admin_token_sha256: str | None = Field(default=None, index=True, unique=True)
+    first_credential_id: str | None = None
+    initial_credits: int | None = None
 
 
 class Account(SQLModel, table=True):
@@ -38,7 +52,7 @@ class Credential(SQLModel, table=True):
     __tablename__ = "credentials"
     id: str = Field(primary_key=True)
     token_sha256: str = Field(unique=True)
-    tenant_id: str
+    tenant_id: str = Field(index=True)
     account_id: str
     user_id: str
     permissions: str  # comma-separated
@@ -78,7 +92,7 @@ class Memory(VersionColumns, table=True):
     )
     seq: int | None = Field(default=None, primary_key=True)
     id: str = Field(unique=True)
-    tenant_id: str
+    tenant_id: str = Field(index=True)
     scope_kind: str
     scope_id: str
     version: int
@@ -154,9 +168,12 @@ class IdempotencyRecord(SQLModel, table=True):
 
 
 class Fault(SQLModel, table=True):
+    """An armed fault; ``tenant_id`` is null for the server admin's (they match every tenant)."""
+
     __tablename__ = "faults"
     seq: int | None = Field(default=None, primary_key=True)
     id: str = Field(unique=True)
+    tenant_id: str | None = None
     operation: str
     status: int
     code: str
@@ -289,19 +306,53 @@ def _log_table(name: str, record: type[Any], *indexed: str) -> Table:
     )
 
 
-journal = _log_table("journal", JournalRow)
-ledger = _log_table("ledger", LedgerRecord, "account_id")
+journal = _log_table("journal", JournalRow, "tenant")
+ledger = _log_table("ledger", LedgerRecord, "account_id", "tenant_id")
 
-# The full-text index of active memories: rowid = memories.seq. ``scope_tag`` holds one opaque
-# token per (tenant, scope) so that the index itself narrows a recall to the visible scopes.
-FTS_DDL = (
-    "CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts USING fts5("
-    "scope_tag, content, topic, tokenize = 'porter unicode61 remove_diacritics 2')"
-)
+
+# The full-text index of a tenant's active memories, one FTS5 table per tenant, so that bm25's
+# statistics (row count, average length, each term's document count) are the tenant's alone: what
+# another tenant stores never moves a score (SPEC 3.6). rowid = memories.seq. ``scope_tag`` holds
+# one opaque token per (tenant, scope) so that the index itself narrows a recall to the visible
+# scopes. The table is created with its tenant's row and dropped with it.
+@functools.lru_cache(maxsize=4096)
+def fts_table(tenant: str) -> str:
+    """The name of ``tenant``'s full-text table: a digest, since a tenant id may hold ``.:-``."""
+    return "memory_fts_" + hashlib.sha256(tenant.encode("utf-8")).hexdigest()[:24]
+
+
+def fts_ddl(tenant: str) -> str:
+    return (
+        f"CREATE VIRTUAL TABLE IF NOT EXISTS {fts_table(tenant)} USING fts5("
+        "scope_tag, content, topic, tokenize = 'porter unicode61 remove_diacritics 2')"
+    )
+
+
+# The one index of every tenant that files written before per-tenant indexes hold;
+# ``create_schema`` moves its rows into the tenants' tables and drops it.
+LEGACY_FTS_TABLE = "memory_fts"
 
 # Columns added after the first release: ``create_schema`` adds them to an existing file.
 ADDED_COLUMNS = (
     ("server_state", "auth_epoch", "INTEGER NOT NULL DEFAULT 0"),
     ("server_state", "index_epoch", "INTEGER NOT NULL DEFAULT 0"),
     ("server_state", "seed_sha256", "TEXT"),
+    ("tenants", "clock_offset_us", "INTEGER NOT NULL DEFAULT 0"),
+    ("tenants", "clock_frozen_us", "INTEGER"),
+    ("tenants", "admin_token_sha256", "VARCHAR"),
+    ("tenants", "first_credential_id", "VARCHAR"),
+    ("tenants", "initial_credits", "INTEGER"),
+    ("faults", "tenant_id", "VARCHAR"),
+    ("journal", "tenant", "VARCHAR NOT NULL DEFAULT ''"),
+    ("ledger", "tenant_id", "VARCHAR NOT NULL DEFAULT ''"),
+)
+
+# Indexes of tables that an existing file already has (``create_all`` adds indexes only with
+# their tables); the names are the ones the declarations above give them.
+ADDED_INDEXES = (
+    "CREATE UNIQUE INDEX IF NOT EXISTS ix_tenants_admin_token_sha256 ON tenants (admin_token_sha256)",
+    "CREATE INDEX IF NOT EXISTS ix_credentials_tenant_id ON credentials (tenant_id)",
+    "CREATE INDEX IF NOT EXISTS ix_memories_tenant_id ON memories (tenant_id)",
+    "CREATE INDEX IF NOT EXISTS ix_journal_tenant ON journal (tenant)",
+    "CREATE INDEX IF NOT EXISTS ix_ledger_tenant_id ON ledger (tenant_id)",
 )

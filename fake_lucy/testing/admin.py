@@ -42,8 +42,9 @@ def _describe(status: int, problem: dict[str, Any]) -> str:
 class FakeAdmin:
     """``await admin.approve(proposal_id)`` and friends; each returns the parsed answer.
 
-    Give it an ``httpx.AsyncClient`` on the fake's origin with the admin token, or a factory of
-    such clients (one short-lived client per call, safe across event loops).
+    Give it an ``httpx.AsyncClient`` on the fake's origin with an admin token (the server's or a
+    tenant's), or a factory of such clients (one short-lived client per call, safe across event
+    loops). ``tenant`` is the default of the calls that name one (a tenant admin's own tenant).
     """
 
     def __init__(
@@ -51,11 +52,13 @@ class FakeAdmin:
         http: httpx.AsyncClient | None = None,
         *,
         client_factory: Callable[[], httpx.AsyncClient] | None = None,
+        tenant: str = "tenant_dev",
     ) -> None:
         if (http is None) == (client_factory is None):
             raise ValueError("give FakeAdmin exactly one of http and client_factory")
         self.http = http
         self._factory = client_factory
+        self.tenant = tenant
 
     async def call(self, method: str, path: str, json: Any = None, **params: Any) -> Any:
         query = {
@@ -79,7 +82,7 @@ class FakeAdmin:
 
     async def create_credential(
         self,
-        tenant: str = "tenant_dev",
+        tenant: str | None = None,
         *,
         account: str | None = None,
         user: str | None = None,
@@ -88,7 +91,7 @@ class FakeAdmin:
         credits: int | None = None,
     ) -> dict[str, Any]:
         body: dict[str, Any] = {
-            "tenant": tenant,
+            "tenant": tenant or self.tenant,
             "permissions": list(permissions),
             "scopes": scopes or [],
         }
@@ -134,13 +137,22 @@ class FakeAdmin:
         result: dict[str, Any] = await self.call("POST", f"/memories/{memory_id}/restore")
         return result["memory"]  # type: ignore[no-any-return]
 
-    async def policy(self, tenant: str = "tenant_dev") -> dict[str, Any]:
-        result: dict[str, Any] = await self.call("GET", f"/tenants/{tenant}/policy")
+    async def policy(self, tenant: str | None = None) -> dict[str, Any]:
+        result: dict[str, Any] = await self.call("GET", f"/tenants/{tenant or self.tenant}/policy")
         return result
 
-    async def set_policy(self, tenant: str = "tenant_dev", **policy: Any) -> dict[str, Any]:
-        result: dict[str, Any] = await self.call("PUT", f"/tenants/{tenant}/policy", policy)
+    async def set_policy(self, tenant: str | None = None, **policy: Any) -> dict[str, Any]:
+        result: dict[str, Any] = await self.call("PUT", f"/tenants/{tenant or self.tenant}/policy", policy)
         return result
+
+    async def create_tenant(self, tenant: str | None = None, *, credits: int | None = None) -> dict[str, Any]:
+        """A new tenant (server admin only): ``{tenant, admin_token, credential}``."""
+        body = {k: v for k, v in (("tenant", tenant), ("credits", credits)) if v is not None}
+        result: dict[str, Any] = await self.call("POST", "/tenants", body)
+        return result
+
+    async def delete_tenant(self, tenant: str | None = None) -> None:
+        await self.call("DELETE", f"/tenants/{tenant or self.tenant}")
 
     async def clock(self) -> dict[str, Any]:
         result: dict[str, Any] = await self.call("GET", "/clock")

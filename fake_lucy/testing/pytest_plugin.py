@@ -26,6 +26,11 @@ appended to ``.waits``, so after one 429 with ``Retry-After: 3`` a test sees ``w
 Each pytest-xdist worker gets its own databases (``tmp_path_factory`` is per worker). Async
 fixtures need an async test runner (anyio's pytest plugin or pytest-asyncio).
 
+``pytest --lucy-url URL`` runs ``fake_lucy_server`` (and ``lucy_mcp``) against a shared
+``fake-lucy serve`` instead (SPEC 3.6): each session or xdist worker creates its own tenant with the
+server admin token from ``FAKE_LUCY_ADMIN_TOKEN``, each test resets only that tenant, and the tenant
+is deleted at the end (``fake_lucy.testing.shared``). The in-process fixtures are unchanged.
+
 Judging the client and keeping a failed test's state (``fake_lucy.testing.strict``):
 ``--lucy-strict`` or ``@pytest.mark.lucy_strict`` fails a test whose client produced a finding
 (``@pytest.mark.lucy_allow("code", ...)`` to expect one); ``@pytest.mark.lucy_snapshot("file.json")``
@@ -40,6 +45,7 @@ the fixtures that use them, and a run that uses none of them pays nothing
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -53,6 +59,7 @@ if TYPE_CHECKING:
 
     from fake_lucy.testing.clients import RecordingAgentMemoryClient, RecordingSyncAgentMemoryClient
     from fake_lucy.testing.fakes import InProcessFake, LiveServer
+    from fake_lucy.testing.shared import SharedTenant
 
 # --lucy-strict, lucy_allow, lucy_snapshot and --lucy-dump-on-failure: their own plugin module.
 pytest_plugins = ["fake_lucy.testing.strict"]
@@ -75,6 +82,16 @@ def _permissions() -> tuple[str, ...]:
     return tuple(PERMISSIONS)
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.getgroup("fake_lucy").addoption(
+        "--lucy-url",
+        default=None,
+        metavar="URL",
+        help="run fake_lucy_server against the shared fake-lucy serve at URL, each session (each"
+        " xdist worker) in its own tenant; the server admin token comes from FAKE_LUCY_ADMIN_TOKEN",
+    )
+
+
 @pytest.fixture(scope="session")
 def _fake_lucy_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessFake]:
     from fake_lucy.testing.fakes import InProcessFake
@@ -92,16 +109,26 @@ def fake_lucy(_fake_lucy_session: InProcessFake) -> InProcessFake:
 
 
 @pytest.fixture(scope="session")
-def _fake_lucy_server_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+def _fake_lucy_server_session(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LiveServer | SharedTenant]:
     from fake_lucy.testing.fakes import LiveServer
+    from fake_lucy.testing.shared import SharedTenant, server_admin_token
 
+    url = request.config.getoption("lucy_url")
+    if url:
+        label = "pytest-" + os.environ.get("PYTEST_XDIST_WORKER", "main")
+        with SharedTenant.start(url, server_admin_token(), label=label) as tenant:
+            yield tenant
+        return
     with LiveServer.start(tmp_path_factory.mktemp("fake-lucy-server")) as server:
         yield server
 
 
 @pytest.fixture
-def fake_lucy_server(_fake_lucy_server_session: LiveServer) -> LiveServer:
-    """A real uvicorn server (one per session and worker), reset to its seeded state for this test."""
+def fake_lucy_server(_fake_lucy_server_session: LiveServer | SharedTenant) -> LiveServer | SharedTenant:
+    """A real uvicorn server (one per session and worker), reset to its seeded state for this test;
+    with ``--lucy-url``, this session's tenant of the shared fake, reset to its created state."""
     _fake_lucy_server_session.reset()
     return _fake_lucy_server_session
 
@@ -127,7 +154,9 @@ async def lucy_client(fake_lucy: InProcessFake) -> AsyncIterator[RecordingAgentM
 
 
 @pytest.fixture
-async def lucy_server_client(fake_lucy_server: LiveServer) -> AsyncIterator[RecordingAgentMemoryClient]:
+async def lucy_server_client(
+    fake_lucy_server: LiveServer | SharedTenant,
+) -> AsyncIterator[RecordingAgentMemoryClient]:
     """An async SDK client on the real server (``fake_lucy_server``, the fake ``lucy_mcp`` uses): dev
     token, read and propose permissions; its waits are recorded in ``.waits`` and return at once."""
     from fake_lucy.testing.clients import RecordingAgentMemoryClient
@@ -146,7 +175,7 @@ async def lucy_server_client(fake_lucy_server: LiveServer) -> AsyncIterator[Reco
 
 
 @pytest.fixture
-def lucy_sync_client(fake_lucy_server: LiveServer) -> Iterator[RecordingSyncAgentMemoryClient]:
+def lucy_sync_client(fake_lucy_server: LiveServer | SharedTenant) -> Iterator[RecordingSyncAgentMemoryClient]:
     """A blocking SDK client (``SyncAgentMemoryClient``) on the real server (``fake_lucy_server``):
     dev token, read and propose permissions; its waits are recorded in ``.waits`` and return at once."""
     from fake_lucy.testing.clients import RecordingSyncAgentMemoryClient
@@ -164,7 +193,9 @@ def lucy_sync_client(fake_lucy_server: LiveServer) -> Iterator[RecordingSyncAgen
         yield client
 
 
-def lucy_mcp_parameters(server: LiveServer, *, token: str, permissions: str) -> StdioServerParameters:
+def lucy_mcp_parameters(
+    server: LiveServer | SharedTenant, *, token: str, permissions: str
+) -> StdioServerParameters:
     """How a host launches ``lucy-memory-mcp`` against ``server``: command and environment only."""
     from mcp import StdioServerParameters
 
@@ -186,7 +217,7 @@ def lucy_mcp_parameters(server: LiveServer, *, token: str, permissions: str) -> 
 
 
 @pytest.fixture
-async def lucy_mcp(fake_lucy_server: LiveServer) -> AsyncIterator[Client]:
+async def lucy_mcp(fake_lucy_server: LiveServer | SharedTenant) -> AsyncIterator[Client]:
     """An MCP session to a real ``lucy-memory-mcp`` subprocess on ``fake_lucy_server``."""
     from mcp import Client
     from mcp.types import Implementation

@@ -61,11 +61,14 @@ class SyncFakeAdmin:
     """``admin.approve(proposal_id)`` and friends, blocking; each returns the parsed answer and a
     problem answer raises ``AdminError``, exactly as ``FakeAdmin``.
 
-    ``base_url`` is the fake's origin and ``admin_token`` its admin token; each call opens and closes
+    ``base_url`` is the fake's origin and ``admin_token`` its admin token (a tenant admin token with
+    its ``tenant``, whose name the tenant-scoped methods default to); each call opens and closes
     its own connection, so one helper is safe to share between threads.
     """
 
-    def __init__(self, base_url: str, admin_token: str, *, timeout: float = 30.0) -> None:
+    def __init__(
+        self, base_url: str, admin_token: str, *, timeout: float = 30.0, tenant: str = "tenant_dev"
+    ) -> None:
         self.base_url = base_url
         headers = {"Authorization": f"Bearer {admin_token}"}
 
@@ -74,7 +77,7 @@ class SyncFakeAdmin:
                 base_url=base_url, headers=headers, timeout=timeout, transport=_BlockingTransport()
             )
 
-        self._admin = FakeAdmin(client_factory=blocking_client)
+        self._admin = FakeAdmin(client_factory=blocking_client, tenant=tenant)
 
     def __repr__(self) -> str:
         return f"SyncFakeAdmin(base_url={self.base_url!r})"
@@ -90,7 +93,7 @@ class SyncFakeAdmin:
 
     def create_credential(
         self,
-        tenant: str = "tenant_dev",
+        tenant: str | None = None,
         *,
         account: str | None = None,
         user: str | None = None,
@@ -135,11 +138,18 @@ class SyncFakeAdmin:
     def restore_memory(self, memory_id: str) -> dict[str, Any]:
         return self._do(self._admin.restore_memory, memory_id)
 
-    def policy(self, tenant: str = "tenant_dev") -> dict[str, Any]:
+    def policy(self, tenant: str | None = None) -> dict[str, Any]:
         return self._do(self._admin.policy, tenant)
 
-    def set_policy(self, tenant: str = "tenant_dev", **policy: Any) -> dict[str, Any]:
+    def set_policy(self, tenant: str | None = None, **policy: Any) -> dict[str, Any]:
         return self._do(self._admin.set_policy, tenant, **policy)
+
+    def create_tenant(self, tenant: str | None = None, *, credits: int | None = None) -> dict[str, Any]:
+        """A new tenant (server admin only): ``{tenant, admin_token, credential}``."""
+        return self._do(self._admin.create_tenant, tenant, credits=credits)
+
+    def delete_tenant(self, tenant: str | None = None) -> None:
+        self._do(self._admin.delete_tenant, tenant)
 
     def clock(self) -> dict[str, Any]:
         return self._do(self._admin.clock)

@@ -32,6 +32,7 @@ def assert_charged_once(response: httpx.Response, ledger_row: dict[str, Any], op
     assert ledger_row == {
         "request_id": body["request_id"],
         "account": ACCOUNT,
+        "tenant": "tenant_dev",
         "operation": operation,
         "amount": -1,
         "balance_after": body["credits"]["remaining"],

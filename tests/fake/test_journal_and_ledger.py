@@ -84,6 +84,7 @@ async def test_the_journal_records_every_request_past_authentication_with_its_ra
         "at": None,
         "operation": "recall",
         "credential_id": "cred_dev_default",
+        "tenant": "tenant_dev",
         "idempotency_key": None,
         "retry_attempt": 3,
         "body_sha256": hashlib.sha256(raw).hexdigest(),

@@ -8,6 +8,7 @@ import sqlite3
 import httpx
 import pytest
 
+from fake_lucy.store.tables import fts_table
 from fake_lucy.testing import InProcessFake
 from tests.helpers import proposal_body, propose, recall
 
@@ -205,4 +206,62 @@ async def test_a_database_from_before_an_epoch_column_is_upgraded_at_start(tmp_p
         proposal = await propose(client, proposal_body("Upgrades keep recall working."))
         await second.admin.approve(proposal.json()["proposal"]["id"])
         assert len((await recall(client, "upgrades")).json()["memories"]) == 1
+    await second.aclose()
+
+
+def _to_the_layout_before_tenant_namespaces(database) -> None:
+    """Rewrite a file as the fake wrote it before SPEC 3.6: one full-text index for every tenant, no
+    tenant clocks, admin tokens or tenant columns in the journal, ledger and faults."""
+    conn = sqlite3.connect(database)
+    conn.execute(
+        "CREATE VIRTUAL TABLE memory_fts USING fts5(scope_tag, content, topic,"
+        " tokenize = 'porter unicode61 remove_diacritics 2')"
+    )
+    for (tenant,) in conn.execute("SELECT id FROM tenants").fetchall():
+        table = fts_table(tenant)
+        copy = f"INSERT INTO memory_fts (rowid, scope_tag, content, topic) SELECT rowid, * FROM {table}"  # noqa: S608 - a digest name
+        conn.execute(copy)
+        conn.execute(f"DROP TABLE {table}")
+    for index in ("ix_journal_tenant", "ix_ledger_tenant_id", "ix_tenants_admin_token_sha256"):
+        conn.execute(f"DROP INDEX {index}")
+    for table, column in [
+        ("journal", "tenant"),
+        ("ledger", "tenant_id"),
+        ("faults", "tenant_id"),
+        *(("tenants", c) for c in ("clock_offset_us", "clock_frozen_us", "admin_token_sha256")),
+        *(("tenants", c) for c in ("first_credential_id", "initial_credits")),
+    ]:
+        conn.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
+    conn.commit()
+    conn.close()
+
+
+async def test_a_database_with_one_index_for_every_tenant_is_split_per_tenant_at_start(tmp_path) -> None:
+    database = tmp_path / "older.sqlite3"
+    first = InProcessFake(database)
+    await first.admin.set_clock(frozen=True)
+    await first.admin.advance_clock(3600)
+    other = await first.admin.create_credential("tenant_other", scopes=[{"kind": "project", "id": "p"}])
+    async with first.client() as dev, first.client(other["token"]) as theirs:
+        for text in ("Upgrades keep the ranking.", "Ranking upgrades twice: upgrades."):
+            await first.admin.approve((await propose(dev, proposal_body(text))).json()["proposal"]["id"])
+        for n in range(5):
+            body = proposal_body(f"Other tenant upgrades {n}.", scope={"kind": "project", "id": "p"})
+            await first.admin.approve((await propose(theirs, body)).json()["proposal"]["id"])
+        before = (await recall(dev, "upgrades ranking")).json()["memories"]
+    clock_before = await first.admin.clock()
+    await first.aclose()
+    _to_the_layout_before_tenant_namespaces(database)
+
+    second = InProcessFake(database)
+    async with second.client() as dev:
+        assert (await recall(dev, "upgrades ranking")).json()["memories"] == before
+    assert await second.admin.clock() == clock_before
+    assert {row["tenant"] for row in await second.admin.requests()} == {"tenant_dev", "tenant_other"}
+    assert {row["tenant"] for row in await second.admin.ledger(account="acct_dev")} == {"tenant_dev"}
+    conn = sqlite3.connect(database)
+    assert conn.execute("SELECT name FROM sqlite_master WHERE name = 'memory_fts'").fetchall() == []
+    rows = conn.execute(f"SELECT count(*) FROM {fts_table('tenant_other')}").fetchone()  # noqa: S608 - a digest name
+    assert rows == (5,)
+    conn.close()
     await second.aclose()

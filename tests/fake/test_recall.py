@@ -15,6 +15,7 @@ from fake_lucy.domain.principals import Scope
 from fake_lucy.domain.recall import MAX_TERMS, query_terms
 from fake_lucy.http.openapi import v1_openapi
 from fake_lucy.store.connection import Database
+from fake_lucy.store.tables import fts_table
 from lucy_memory._contract import load_contract
 from tests.helpers import PROJECT, WORKSPACE, approved_memory, recall
 
@@ -133,15 +134,18 @@ async def test_recall_sets_last_accessed_at_without_reindexing(fake, api, admin)
     await admin.advance_clock(60)
     clock = (await admin.clock())["now"]
     conn = sqlite3.connect(fake.fake.settings.database)
-    fts_before = conn.execute("SELECT rowid, content FROM memory_fts").fetchall()
-    changes_before = conn.execute("SELECT count(*) FROM memory_fts_docsize").fetchone()
+    index = fts_table("tenant_dev")
+    rows_sql = f"SELECT rowid, content FROM {index}"  # noqa: S608 - the tenant's index name, a digest
+    sizes_sql = f"SELECT count(*) FROM {index}_docsize"  # noqa: S608 - likewise
+    fts_before = conn.execute(rows_sql).fetchall()
+    changes_before = conn.execute(sizes_sql).fetchone()
     found = (await recall(api, "opentelemetry")).json()["memories"]
     assert found[0]["last_accessed_at"] >= clock
     after = (await admin.memories())["items"][0]
     assert after["last_accessed_at"] == found[0]["last_accessed_at"]
     assert after["updated_at"] == before["updated_at"]
-    assert conn.execute("SELECT rowid, content FROM memory_fts").fetchall() == fts_before
-    assert conn.execute("SELECT count(*) FROM memory_fts_docsize").fetchone() == changes_before
+    assert conn.execute(rows_sql).fetchall() == fts_before
+    assert conn.execute(sizes_sql).fetchone() == changes_before
     assert memory["memory"]["version"] == after["version"]
 
 

@@ -182,3 +182,20 @@ async def test_a_revocation_and_a_policy_change_reach_the_worker_that_did_not_ma
         for client, _ in clients:
             assert (await client.post(V1 + "/recall", json={"query": "x"}, headers=bearer)).status_code == 401
             assert (await propose(client)).json()["proposal"]["status"] == "approved"
+
+
+async def test_a_deleted_tenants_tokens_are_refused_at_once_by_both_workers(
+    served: ServeProcess, served_admin: FakeAdmin
+) -> None:
+    created = await served_admin.create_tenant()
+    v1 = {"Authorization": f"Bearer {created['credential']['token']}"}
+    control = {"Authorization": f"Bearer {created['admin_token']}"}
+    async with contextlib.AsyncExitStack() as stack:
+        clients = await clients_on_both_workers(served, stack, 2)
+        for client, _ in clients:  # each worker has authenticated the tenant's tokens
+            assert (await client.post(V1 + "/recall", json={"query": "x"}, headers=v1)).status_code == 200
+            assert (await client.get("/_fake/clock", headers=control)).status_code == 200
+        await served_admin.delete_tenant(created["tenant"])
+        for client, _ in clients:
+            assert (await client.post(V1 + "/recall", json={"query": "x"}, headers=v1)).status_code == 401
+            assert (await client.get("/_fake/clock", headers=control)).status_code == 401

@@ -1,0 +1,362 @@
+"""One fake shared by many tenants (SPEC 3.6, issue 15 point 5).
+
+``python -m benchmarks.bench_tenants`` prints section 6 of ``benchmarks/RESULTS.md`` (``make bench``
+runs it as its last part; it needs wrk):
+
+1. HTTP under wrk, as ``bench_http`` measures it, on a store of 100 tenants with 1,000 bulk-seeded
+   memories each (the dev tenant and 99 others, in the dev token's two scopes): the dev token's
+   recall with a new query each request (every request ranks; no answer comes from the cache),
+   proposal status and propose, against the bare FastAPI GET and POST.
+2. Per-tenant reset with the 100 other tenants present: the tenant does 3 proposes, 3 status calls
+   and 3 recalls, then its admin resets it — timed in process (the domain call in its write
+   transaction, as the control API runs it) and over HTTP to ``fake-lucy serve``.
+3. Capacity: N concurrent test sessions against ``fake-lucy serve --workers 2``, each in its own
+   tenant as ``pytest --lucy-url`` makes it, each running tests one after another; a test is a
+   reset, a propose, an approve, a recall and a status call. Reported per N: tests/s and the
+   latency of every request (p50/p99). The load generator is this process (one asyncio loop), on
+   the same machine, so it takes some of the cores it measures.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from benchmarks import bench_http
+from benchmarks.bench_http import Scenario, WrkResult
+from benchmarks.common import ADMIN_TOKEN, API, DEV_TOKEN, Summary, free_port, process, set_credits, summarise
+from benchmarks.seeding import COMMON_TERM, RARE_TERM, Seeder
+from fake_lucy.domain import tenants
+from fake_lucy.domain.principals import Scope
+from fake_lucy.runtime import FakeLucy
+from fake_lucy.settings import FakeLucySettings
+from fake_lucy.testing import InProcessFake
+
+TENANTS = 100  # the dev tenant and 99 others
+MEMORIES = 1_000  # per tenant
+DEV_SCOPES = [Scope("workspace", "ws_dev"), Scope("project", "project_example")]
+RESET_ROUNDS = 300
+HTTP_RESET_ROUNDS = 300
+SESSIONS = (1, 2, 4, 8, 16, 32)
+CAPACITY_SECONDS = float(os.environ.get("BENCH_CAPACITY_SECONDS", "8"))
+UNCACHED = "fake recall, new query each request (100 tenants)"
+STATUS = "fake proposal status (100 tenants)"
+PROPOSE = "fake propose (100 tenants)"
+PROPOSAL = {
+    "kind": "fact",
+    "content": "The team approved Postgres 16 for the billing service.",
+    "scope": {"kind": "workspace", "id": "ws_dev"},
+}
+
+
+def build_store(database: Path) -> None:
+    """100 tenants × 1,000 memories in one file; the 99 others made as ``POST /_fake/tenants`` does."""
+    fake = FakeLucy(FakeLucySettings(database=str(database)))
+    with fake.db.write() as conn:
+        others = [
+            tenants.create(conn, fake.ids, scope=tenants.SERVER, tenant=f"bench-{n:03d}").tenant
+            for n in range(TENANTS - 1)
+        ]
+    for n, tenant in enumerate(["tenant_dev", *others]):
+        Seeder(fake.db.conn, tenant, DEV_SCOPES, seed=8 + n).add(MEMORIES)
+    fake.db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    fake.close()
+
+
+def serve(database: Path, port: int, workers: int = 1) -> contextlib.AbstractContextManager[None]:
+    args = [sys.executable, "-m", "fake_lucy", "serve", "--port", str(port), "--database", str(database)]
+    return process([*args, "--workers", str(workers)], f"http://127.0.0.1:{port}/healthz")
+
+
+# -- 1. HTTP under wrk ---------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _fake(database: Path) -> Iterator[list[Scenario]]:
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    auth = {"Authorization": f"Bearer {DEV_TOKEN}", "Content-Type": "application/json"}
+    new_query = {"query": f"{COMMON_TERM} {RARE_TERM} __N__", "scope": {"kind": "workspace", "id": "ws_dev"}}
+    with serve(database, port):
+        set_credits(base, "acct_dev", 100_000_000)
+        created = httpx.post(
+            f"{base}{API}/proposals", json=PROPOSAL, headers={**auth, "Idempotency-Key": "bench-status"}
+        )
+        created.raise_for_status()
+        proposal_id = created.json()["proposal"]["id"]
+        yield [
+            Scenario(UNCACHED, f"{base}{API}/recall", "POST", json.dumps(new_query), auth, unique_body=True),
+            Scenario(STATUS, f"{base}{API}/proposals/{proposal_id}", headers=auth),
+            Scenario(PROPOSE, f"{base}{API}/proposals", "POST", json.dumps(PROPOSAL), auth, True),
+        ]
+
+
+def run_http(database: Path, rounds: int = bench_http.ROUNDS) -> dict[str, list[WrkResult]]:
+    if not bench_http.wrk_available():
+        raise RuntimeError("wrk is not installed (apt-get install -y wrk)")
+    with bench_http._bare() as bare, _fake(database) as fake:
+        scenarios = [*bare, *fake]
+        for scenario in scenarios:
+            scenario.run(bench_http.WARMUP_S)
+        results: dict[str, list[WrkResult]] = {scenario.name: [] for scenario in scenarios}
+        for _ in range(rounds):
+            for scenario in scenarios:
+                result = scenario.run(bench_http.DURATION_S)
+                print(bench_http.format_result(result), file=sys.stderr, flush=True)
+                results[scenario.name].append(result)
+    return results
+
+
+# -- 2. per-tenant reset -------------------------------------------------------------------------
+
+
+async def _tenant_workload(fake: InProcessFake, token: str) -> None:
+    async with fake.client(token) as http:
+        ids = []
+        for n in range(3):
+            body = {**PROPOSAL, "content": f"Reset workload {n}: postgres."}
+            response = await http.post(
+                f"{API}/proposals", json=body, headers={"Idempotency-Key": uuid.uuid4().hex}
+            )
+            ids.append(response.json()["proposal"]["id"])
+        for proposal_id in ids:
+            (await http.get(f"{API}/proposals/{proposal_id}")).raise_for_status()
+        for n in range(3):
+            (await http.post(f"{API}/recall", json={"query": f"postgres r{n}"})).raise_for_status()
+
+
+def run_reset_direct(database: Path) -> Summary:
+    """The tenant's reset as the control API runs it (one write transaction), after a workload."""
+    fake = InProcessFake(database)
+    try:
+        with fake.fake.db.write() as conn:
+            created = tenants.create(conn, fake.fake.ids, scope=tenants.SERVER, tenant="bench-measured")
+        token = created.credential["token"]
+        samples = []
+        for _ in range(RESET_ROUNDS):
+            asyncio.run(_tenant_workload(fake, token))
+            started = time.perf_counter()
+            with fake.fake.db.write() as conn:
+                tenants.reset(conn, "bench-measured")
+            samples.append((time.perf_counter() - started) * 1000)
+        with fake.fake.db.write() as conn:
+            tenants.delete(conn, "bench-measured", scope=tenants.SERVER)
+    finally:
+        fake.fake.close()
+    return summarise(samples)
+
+
+def run_reset_http(database: Path) -> Summary:
+    """``POST /_fake/reset`` with the tenant admin token, round trip to ``fake-lucy serve``."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    with serve(database, port), httpx.Client(base_url=base) as http:
+        created = http.post("/_fake/tenants", json={}, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+        created.raise_for_status()
+        admin = {"Authorization": f"Bearer {created.json()['admin_token']}"}
+        v1 = {"Authorization": f"Bearer {created.json()['credential']['token']}"}
+        samples = []
+        for n in range(HTTP_RESET_ROUNDS):
+            http.post(f"{API}/proposals", json=PROPOSAL, headers={**v1, "Idempotency-Key": f"k{n}"})
+            http.post(f"{API}/recall", json={"query": f"postgres r{n}"}, headers=v1)
+            started = time.perf_counter()
+            http.post("/_fake/reset", headers=admin).raise_for_status()
+            samples.append((time.perf_counter() - started) * 1000)
+        http.delete(f"/_fake/tenants/{created.json()['tenant']}", headers=admin).raise_for_status()
+    return summarise(samples)
+
+
+# -- 3. capacity ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CapacityRow:
+    sessions: int
+    tests: int
+    seconds: float
+    requests: Summary
+    errors: int
+
+    @property
+    def tests_per_s(self) -> float:
+        return self.tests / self.seconds
+
+
+async def _session(base: str, deadline: float, latencies: list[float], counts: dict[str, int]) -> None:
+    """One test session: its own tenant, tests one after another until ``deadline``, then deleted."""
+    async with httpx.AsyncClient(base_url=base, timeout=30) as http:
+        created = (
+            await http.post("/_fake/tenants", json={}, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+        ).json()
+        admin = {"Authorization": f"Bearer {created['admin_token']}"}
+        v1 = {"Authorization": f"Bearer {created['credential']['token']}"}
+
+        async def timed(method: str, path: str, headers: dict[str, str], body: Any = None) -> httpx.Response:
+            started = time.perf_counter()
+            response = await http.request(method, path, json=body, headers=headers)
+            latencies.append((time.perf_counter() - started) * 1000)
+            if response.status_code >= 400:
+                counts["errors"] += 1
+            return response
+
+        n = 0
+        while time.perf_counter() < deadline:
+            await timed("POST", "/_fake/reset", admin)
+            key = {**v1, "Idempotency-Key": uuid.uuid4().hex}
+            proposal = (await timed("POST", f"{API}/proposals", key, PROPOSAL)).json()["proposal"]["id"]
+            await timed("POST", f"/_fake/proposals/{proposal}/approve", admin)
+            await timed("POST", f"{API}/recall", v1, {"query": f"postgres billing {n}"})
+            await timed("GET", f"{API}/proposals/{proposal}", v1)
+            counts["tests"] += 1
+            n += 1
+        await http.delete(f"/_fake/tenants/{created['tenant']}", headers=admin)
+
+
+async def _capacity_level(base: str, sessions: int) -> CapacityRow:
+    latencies: list[float] = []
+    counts = {"tests": 0, "errors": 0}
+    started = time.perf_counter()
+    deadline = started + CAPACITY_SECONDS
+    await asyncio.gather(*(_session(base, deadline, latencies, counts) for _ in range(sessions)))
+    seconds = time.perf_counter() - started
+    return CapacityRow(sessions, counts["tests"], seconds, summarise(latencies), counts["errors"])
+
+
+def run_capacity(database: Path, levels: tuple[int, ...] = SESSIONS) -> list[CapacityRow]:
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    rows = []
+    with serve(database, port, workers=2):
+        asyncio.run(_capacity_level(base, 2))  # warm-up: both workers have served
+        for sessions in levels:
+            row = asyncio.run(_capacity_level(base, sessions))
+            print(format_capacity(row), file=sys.stderr, flush=True)
+            rows.append(row)
+    return rows
+
+
+def format_capacity(row: CapacityRow) -> str:
+    return (
+        f"| {row.sessions} | {row.tests_per_s:,.0f} | {row.tests_per_s / row.sessions:,.1f}"
+        f" | {row.requests.p50_ms:.2f} | {row.requests.p99_ms:.2f} | {row.tests:,} | {row.errors} |"
+    )
+
+
+CAPACITY_HEADER = (
+    "| concurrent sessions | tests/s (all) | tests/s per session | request p50 ms | request p99 ms"
+    " | tests | errors |\n|---:|---:|---:|---:|---:|---:|---:|"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class TenantResults:
+    reset_direct: Summary
+    reset_http: Summary
+    http: dict[str, list[WrkResult]]
+    capacity: list[CapacityRow]
+
+
+def run() -> TenantResults:
+    directory = Path(tempfile.mkdtemp(prefix="fake-lucy-bench-tenants-"))
+    try:
+        database = directory / "tenants.sqlite3"
+        build_store(database)
+        print("tenants: per-tenant reset…", file=sys.stderr, flush=True)
+        direct, over_http = run_reset_direct(database), run_reset_http(database)
+        print("tenants: HTTP (wrk)…", file=sys.stderr, flush=True)
+        http = run_http(database)
+        print("tenants: concurrent sessions…", file=sys.stderr, flush=True)
+        capacity = run_capacity(database)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+    return TenantResults(direct, over_http, http, capacity)
+
+
+def _verdict(ok: bool) -> str:
+    return "met" if ok else "**missed**"
+
+
+def section(results: TenantResults) -> list[str]:
+    """Section 7 of ``benchmarks/RESULTS.md``."""
+    best = {name: bench_http.best(runs) for name, runs in results.http.items()}
+    get, post = best["bare FastAPI GET"].rps, best["bare FastAPI POST"].rps
+    lines = [
+        "## 7. One fake, many tenants (benchmarks/bench_tenants.py)",
+        "",
+        f"One SQLite file with {TENANTS} tenants of {MEMORIES:,} bulk-seeded memories each (the dev tenant"
+        f" and {TENANTS - 1} made by `POST /_fake/tenants`), in the dev token's two scopes.",
+        "",
+        f"HTTP, as in section 1 (wrk -t{bench_http.THREADS} -c{bench_http.CONNECTIONS}"
+        f" -d{bench_http.DURATION_S}s, {len(next(iter(results.http.values())))} interleaved rounds, best"
+        " round shown; one worker): the dev token's recall with a new query each request (every request"
+        " ranks in the tenant's own index), proposal status and propose.",
+        "",
+        "| scenario | req/s (best) | req/s range | p50 ms | p99 ms | requests | non-2xx |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, runs in results.http.items():
+        top = best[name]
+        low = min(run.rps for run in runs)
+        lines.append(
+            f"| {name} | {top.rps:,.0f} | {low:,.0f}–{top.rps:,.0f} | {top.p50_ms:.2f} | {top.p99_ms:.2f}"
+            f" | {top.requests:,} | {sum(r.non_2xx for r in runs)} |"
+        )
+    ratios = [
+        ("recall, new query each request", best[UNCACHED].rps, post, "POST", 0.40),
+        ("proposal status", best[STATUS].rps, get, "GET", 0.60),
+        ("propose", best[PROPOSE].rps, post, "POST", 0.40),
+    ]
+    lines += [
+        "",
+        "| fake operation, 100 tenants | × bare endpoint | target | verdict |",
+        "|---|---:|---:|---|",
+    ]
+    for name, fake_rps, bare, method, target in ratios:
+        ratio = fake_rps / bare
+        lines.append(
+            f"| {name} | {ratio:.2f}× (bare {method}) | ≥ {target:.2f}× | {_verdict(ratio >= target)} |"
+        )
+    direct, over_http = results.reset_direct, results.reset_http
+    lines += [
+        "",
+        f"Per-tenant reset with the {TENANTS} other tenants present, after 3 proposes, 3 status calls and 3"
+        f" recalls of the tenant ({RESET_ROUNDS} rounds; over HTTP {HTTP_RESET_ROUNDS} rounds of a propose"
+        " and a recall, then `POST /_fake/reset` with the tenant admin token):",
+        "",
+        "| per-tenant reset | p50 ms | p99 ms | target | verdict |",
+        "|---|---:|---:|---:|---|",
+        f"| in process (the domain call in its write transaction) | {direct.p50_ms:.3f} | {direct.p99_ms:.3f}"
+        f" | ≤ 5 ms | {_verdict(direct.p99_ms <= 5)} |",
+        f"| HTTP to fake-lucy serve (round trip) | {over_http.p50_ms:.3f} | {over_http.p99_ms:.3f} | – | – |",
+        "",
+        "Concurrent test sessions against `fake-lucy serve --workers 2` on the same file,"
+        f" {CAPACITY_SECONDS:.0f} s per level: each session creates its tenant, runs tests back to back"
+        " (a test: reset, propose, approve, recall, status — five requests) and deletes its tenant."
+        " The load generator (one asyncio loop) runs on the same machine.",
+        "",
+        CAPACITY_HEADER,
+        *(format_capacity(row) for row in results.capacity),
+        "",
+    ]
+    return lines
+
+
+def main() -> None:
+    print("\n".join(section(run())))
+
+
+if __name__ == "__main__":
+    main()

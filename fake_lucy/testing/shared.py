@@ -1,0 +1,133 @@
+"""A test session's own tenant on a shared ``fake-lucy serve`` (``pytest --lucy-url URL``, SPEC 3.6).
+
+```python
+with SharedTenant.start("http://fake-lucy:8787", server_admin_token) as fake:
+    async with fake.client() as http: ...          # the tenant's credential (dev-seed shaped)
+    await fake.admin.approve(proposal_id)          # the tenant's admin: its tenant only
+    fake.reset()                                   # this tenant back to its created state
+```
+
+The tenant is created with the server admin token and deleted (with its tenant admin token) when
+the block ends. Everything else goes through the tenant admin token, which cannot reach another
+tenant, so many sessions and xdist workers share one fake without seeing each other.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+
+from fake_lucy.domain.seed import DEFAULT_ADMIN_TOKEN
+from fake_lucy.testing.admin import FakeAdmin
+from fake_lucy.testing.fakes import _Shape
+from fake_lucy.testing.sync_admin import SyncFakeAdmin
+
+__all__ = ["ADMIN_TOKEN_VARIABLE", "SharedFakeError", "SharedTenant", "server_admin_token"]
+
+ADMIN_TOKEN_VARIABLE = "FAKE_LUCY_ADMIN_TOKEN"  # noqa: S105 - the name of a variable, not a token
+_TIMEOUT = httpx.Timeout(30.0)
+# ``client()``'s default: the tenant's own credential (an object no caller passes by accident).
+_OWN_CREDENTIAL: Any = object()
+
+
+class SharedFakeError(RuntimeError):
+    """The shared fake could not be reached, or refused to create or delete the session's tenant."""
+
+
+def server_admin_token() -> str:
+    """``FAKE_LUCY_ADMIN_TOKEN``, else the built-in admin token (which a fake accepts on loopback only)."""
+    return os.environ.get(ADMIN_TOKEN_VARIABLE, "").strip() or DEFAULT_ADMIN_TOKEN
+
+
+def _problem(response: httpx.Response) -> str:
+    try:
+        body = response.json()
+    except ValueError:
+        return f"{response.status_code}"
+    return f"{response.status_code} {body.get('code')}: {body.get('detail')}"
+
+
+class SharedTenant(_Shape):
+    """One tenant of a shared fake, with the same surface as ``LiveServer``: ``base_url``,
+    ``client()`` (the tenant's credential by default), ``dev_token``, ``admin_token`` (the tenant
+    admin), ``admin``, ``sync_admin`` and ``reset()``; plus ``tenant``, ``account`` and ``credential_id``."""
+
+    def __init__(self, base_url: str, created: dict[str, Any]) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.tenant: str = created["tenant"]
+        self.admin_token = created["admin_token"]
+        credential = created["credential"]
+        self.dev_token = credential["token"]
+        self.credential_id: str = credential["credential_id"]
+        self.account: str = credential["account"]
+        self.user: str = credential["user"]
+
+    def __repr__(self) -> str:  # the tokens stay out of test reports
+        return f"SharedTenant(base_url={self.base_url!r}, tenant={self.tenant!r})"
+
+    def client(self, token: str | None = _OWN_CREDENTIAL, **kwargs: Any) -> httpx.AsyncClient:
+        """An ``httpx.AsyncClient`` on the shared fake with ``token`` as bearer: by default this
+        tenant's credential (the dev token belongs to the dev tenant, which this session never uses)."""
+        return super().client(self.dev_token if token is _OWN_CREDENTIAL else token, **kwargs)
+
+    @classmethod
+    def create(cls, base_url: str, admin_token: str, *, name: str | None = None) -> SharedTenant:
+        """Create a tenant with the server admin token (``name`` or a generated id)."""
+        body = {} if name is None else {"tenant": name}
+        try:
+            response = httpx.post(
+                base_url.rstrip("/") + "/_fake/tenants",
+                json=body,
+                headers={"Authorization": f"Bearer {admin_token}"},
+                timeout=_TIMEOUT,
+            )
+        except httpx.TransportError as exc:
+            raise SharedFakeError(f"the shared fake at {base_url} cannot be reached: {exc}") from None
+        if response.status_code != 201:
+            raise SharedFakeError(
+                f"the shared fake at {base_url} did not create a tenant: {_problem(response)}"
+            )
+        return cls(base_url, response.json())
+
+    def _control(self, method: str, path: str) -> httpx.Response:
+        response = httpx.request(
+            method,
+            self.base_url + "/_fake" + path,
+            headers={"Authorization": f"Bearer {self.admin_token}"},
+            timeout=_TIMEOUT,
+        )
+        if response.status_code >= 400:
+            raise SharedFakeError(f"{method} /_fake{path} on the shared fake: {_problem(response)}")
+        return response
+
+    def reset(self) -> float:
+        """This tenant back to its created state (other tenants untouched); returns the server's ms."""
+        return float(self._control("POST", "/reset").json()["took_ms"])
+
+    def delete(self) -> None:
+        self._control("DELETE", f"/tenants/{self.tenant}")
+
+    @property
+    def admin(self) -> FakeAdmin:
+        """The control API as this tenant's admin (a short-lived connection per call)."""
+        return FakeAdmin(client_factory=self.admin_client, tenant=self.tenant)
+
+    @property
+    def sync_admin(self) -> SyncFakeAdmin:
+        """The same helper for synchronous tests, as this tenant's admin: every ``admin`` method, blocking."""
+        return SyncFakeAdmin(self.base_url, self.admin_token, tenant=self.tenant)
+
+    @classmethod
+    @contextlib.contextmanager
+    def start(cls, base_url: str, admin_token: str, *, label: str = "pytest") -> Iterator[SharedTenant]:
+        """A tenant named ``<label>-<random>`` for the block, deleted at its end."""
+        tenant = cls.create(base_url, admin_token, name=f"{label}-{secrets.token_hex(6)}")
+        try:
+            yield tenant
+        finally:
+            tenant.delete()

@@ -1,0 +1,281 @@
+"""SPEC 3.6: a tenant admin token acts only within its tenant, on every control endpoint.
+
+Issue 15, must-hold 2: another tenant's object is 404, a server-wide operation 403 ``forbidden``,
+and a tenant admin's reset, clock advance, fault and approval never change another tenant.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from fake_lucy.domain.clock import parse_timestamp
+from fake_lucy.testing import AdminError, FakeAdmin, InProcessFake
+from tests.conftest import HOOKS
+from tests.helpers import PROJECT, V1, proposal_body, propose, recall, status
+
+pytestmark = pytest.mark.anyio
+
+DAY_US = 24 * 3600 * 10**6
+
+
+@dataclass
+class Tenant:
+    """A tenant made by ``POST /_fake/tenants``, with an object of each kind."""
+
+    id: str
+    admin_token: str
+    token: str
+    credential_id: str
+    account: str
+    admin: FakeAdmin
+    pending: str = ""  # a pending proposal
+    memory: str = ""  # an active memory
+    deleted: str = ""  # a deleted memory
+    fault: str = ""
+
+
+@contextlib.asynccontextmanager
+async def tenant_admin(fake: InProcessFake, created: dict[str, Any]) -> AsyncIterator[FakeAdmin]:
+    async with fake.client(created["admin_token"], event_hooks=HOOKS) as http:
+        yield FakeAdmin(http, tenant=created["tenant"])
+
+
+async def populated(
+    fake: InProcessFake, admin: FakeAdmin, stack: contextlib.AsyncExitStack, name: str
+) -> Tenant:
+    created = await admin.create_tenant(name)
+    own = await stack.enter_async_context(tenant_admin(fake, created))
+    tenant = Tenant(
+        id=created["tenant"],
+        admin_token=created["admin_token"],
+        token=created["credential"]["token"],
+        credential_id=created["credential"]["credential_id"],
+        account=created["credential"]["account"],
+        admin=own,
+    )
+    async with fake.client(tenant.token, event_hooks=HOOKS) as client:
+        kept = await propose(client, proposal_body(f"{name} keeps the kept memory."))
+        tenant.memory = (await own.approve(kept.json()["proposal"]["id"]))["memory"]["id"]
+        gone = await propose(client, proposal_body(f"{name} deletes this memory.", topic="gone"))
+        tenant.deleted = (await own.approve(gone.json()["proposal"]["id"]))["memory"]["id"]
+        await own.delete_memory(tenant.deleted)
+        pending = await propose(client, proposal_body(f"{name} waits for review."))
+        tenant.pending = pending.json()["proposal"]["id"]
+        assert (await recall(client, "memory")).status_code == 200
+    tenant.fault = (await own.add_fault("proposal_status", 503))["fault_id"]
+    return tenant
+
+
+@pytest.fixture
+async def tenants(fake, admin) -> AsyncIterator[tuple[Tenant, Tenant]]:
+    async with contextlib.AsyncExitStack() as stack:
+        yield (
+            await populated(fake, admin, stack, "tenant-a"),
+            await populated(fake, admin, stack, "tenant-b"),
+        )
+
+
+async def snapshot(admin: FakeAdmin, tenant: Tenant) -> dict[str, Any]:
+    """Everything the server admin and the tenant's own admin can see of ``tenant``."""
+    return {
+        "proposals": await admin.proposals(tenant=tenant.id),
+        "memories": await admin.memories(tenant=tenant.id),
+        "ledger": await admin.ledger(account=tenant.account),
+        "journal": await admin.requests(credential_id=tenant.credential_id),
+        "policy": await admin.policy(tenant.id),
+        "faults": await tenant.admin.faults(),
+        "clock": (await tenant.admin.clock())["frozen"],
+    }
+
+
+# (method, path, body) with {a} / {b} fields of the two tenants; A's admin sends each.
+OTHER_TENANTS_OBJECTS = [
+    ("POST", "/credentials", {"tenant": "{b.id}", "permissions": ["memory:read"], "scopes": []}),
+    ("DELETE", "/credentials/{b.credential_id}", None),
+    ("PUT", "/accounts/{b.account}/credits", {"balance": 5}),
+    ("POST", "/proposals/{b.pending}/approve", None),
+    ("POST", "/proposals/{b.pending}/reject", {"reason_detail": "not yours"}),
+    ("POST", "/proposals/{b.pending}/expire", None),
+    ("DELETE", "/memories/{b.memory}", None),
+    ("POST", "/memories/{b.deleted}/restore", None),
+    ("GET", "/tenants/{b.id}/policy", None),
+    ("PUT", "/tenants/{b.id}/policy", {"auto_approve": "all"}),
+    ("DELETE", "/tenants/{b.id}", None),
+]
+SERVER_WIDE = [
+    ("POST", "/tenants", {"tenant": "tenant-c"}),
+    ("PUT", "/billing", {"available": False}),
+]
+
+
+def _fill(template: Any, a: Tenant, b: Tenant) -> Any:
+    if isinstance(template, str):
+        return template.format(a=a, b=b)
+    if isinstance(template, dict):
+        return {key: _fill(value, a, b) for key, value in template.items()}
+    return template
+
+
+@pytest.mark.parametrize(("method", "path", "body"), OTHER_TENANTS_OBJECTS, ids=lambda v: str(v))
+async def test_another_tenants_object_is_404_and_stays_as_it_was(admin, tenants, method, path, body) -> None:
+    a, b = tenants
+    before = await snapshot(admin, b)
+    with pytest.raises(AdminError) as refused:
+        await a.admin.call(method, _fill(path, a, b), _fill(body, a, b))
+    assert (refused.value.status, refused.value.code) == (404, "not_found")
+    assert await snapshot(admin, b) == before
+
+
+@pytest.mark.parametrize(("method", "path", "body"), SERVER_WIDE, ids=lambda v: str(v))
+async def test_a_server_wide_operation_is_403_forbidden_for_a_tenant_admin(
+    fake, admin, tenants, method, path, body
+) -> None:
+    a, b = tenants
+    before = await snapshot(admin, b)
+    with pytest.raises(AdminError) as refused:
+        await a.admin.call(method, path, body)
+    assert (refused.value.status, refused.value.code) == (403, "forbidden")
+    assert await snapshot(admin, b) == before
+    async with fake.client(b.token) as client:  # billing is still available to everyone
+        assert (await recall(client, "memory")).status_code == 200
+    with pytest.raises(AdminError) as missing:
+        await admin.policy("tenant-c")
+    assert missing.value.status == 404
+
+
+async def test_the_same_operations_on_its_own_objects_succeed(tenants) -> None:
+    a, _ = tenants
+    assert (await a.admin.approve(a.pending))["status"] == "approved"
+    assert (await a.admin.restore_memory(a.deleted))["status"] == "active"
+    assert (await a.admin.delete_memory(a.memory))["status"] == "deleted"
+    assert (await a.admin.set_balance(a.account, 7)) == {"account": a.account, "balance": 7}
+    extra = await a.admin.create_credential(permissions=("memory:read",))
+    assert extra["tenant"] == a.id
+    await a.admin.revoke(extra["credential_id"])
+    assert (await a.admin.set_policy(auto_approve="all"))["auto_approve"] == "all"
+
+
+async def test_a_fault_on_another_tenants_credential_is_refused(admin, tenants) -> None:
+    a, b = tenants
+    before = await snapshot(admin, b)
+    with pytest.raises(AdminError) as refused:
+        await a.admin.add_fault("recall", 503, credential_id=b.credential_id)
+    assert (refused.value.status, refused.value.problem["details"]["errors"][0]["pointer"]) == (
+        422,
+        "/credential_id",
+    )
+    assert await snapshot(admin, b) == before
+
+
+async def test_listings_show_the_tenant_admins_own_tenant_only(admin, tenants) -> None:
+    a, b = tenants
+    proposals = (await a.admin.proposals())["items"]
+    assert {p["id"] for p in proposals} >= {a.pending}
+    assert b.pending not in {p["id"] for p in proposals}
+    assert (await a.admin.proposals(tenant=b.id))["items"] == []
+    assert (await a.admin.proposals(tenant=a.id))["items"] == proposals
+    memories = (await a.admin.memories())["items"]
+    assert {m["id"] for m in memories} == {a.memory, a.deleted}
+    assert (await a.admin.memories(tenant=b.id))["items"] == []
+    journal = await a.admin.requests()
+    assert journal
+    assert {row["tenant"] for row in journal} == {a.id}
+    assert {row["credential_id"] for row in journal} == {a.credential_id}
+    assert await a.admin.requests(credential_id=b.credential_id) == []
+    ledger = await a.admin.ledger()
+    assert ledger
+    assert {(row["tenant"], row["account"]) for row in ledger} == {(a.id, a.account)}
+    assert await a.admin.ledger(account=b.account) == []
+    assert [f["fault_id"] for f in await a.admin.faults()] == [a.fault]
+    everything = await admin.faults()  # the server admin sees every tenant's
+    assert {f["fault_id"] for f in everything} == {a.fault, b.fault}
+    server_journal = await admin.requests()
+    assert {row["tenant"] for row in server_journal} == {a.id, b.id}
+
+
+async def test_a_tenant_admins_fault_fires_only_for_its_tenant(fake, admin, tenants) -> None:
+    a, b = tenants
+    async with fake.client(a.token) as client_a, fake.client(b.token) as client_b:
+        injected = await status(client_a, a.pending)
+        assert (injected.status_code, injected.headers["Fake-Lucy-Fault"]) == (503, a.fault)
+        assert (await status(client_a, a.pending)).status_code == 200  # its count was 1
+        assert (await status(client_b, b.pending)).status_code == 503  # B's own fault, not A's
+        await b.admin.clear_faults()
+        await a.admin.add_fault("any", 500, count=5)
+        assert (await recall(client_b, "memory")).status_code == 200
+        assert (await recall(client_a, "memory")).status_code == 500
+        await a.admin.clear_faults()
+        server_fault = await admin.add_fault("recall", 502)  # the server admin's: every tenant
+        await b.admin.clear_faults()  # clears B's own only
+        assert [f["fault_id"] for f in await admin.faults()] == [server_fault["fault_id"]]
+        assert (await recall(client_b, "memory")).status_code == 502
+
+
+async def test_a_tenant_admins_reset_clock_fault_and_approval_leave_other_tenants_as_they_were(
+    fake, admin, api, tenants
+) -> None:
+    a, b = tenants
+    dev_proposal = await propose(api, proposal_body("The dev tenant's own proposal."))
+    dev_before = {
+        "proposals": await admin.proposals(tenant="tenant_dev"),
+        "ledger": await admin.ledger(account="acct_dev"),
+        "clock": await admin.clock(),
+    }
+    before = await snapshot(admin, b)
+    b_clock = (await b.admin.clock())["now"]
+    await a.admin.approve(a.pending)
+    await a.admin.add_fault("any", 503, count=10)
+    advanced = await a.admin.advance_clock(30 * 24 * 3600)  # past every TTL of A's tenant
+    await a.admin.set_clock(frozen=True)
+    b_now = (await b.admin.clock())["now"]
+    assert b_clock <= b_now
+    assert parse_timestamp(advanced["now"]) - parse_timestamp(b_now) > 29 * DAY_US  # B's did not jump
+    assert await snapshot(admin, b) == before  # B's pending proposal did not expire
+    assert (await a.admin.reset())["reset"] is True
+    assert await snapshot(admin, b) == before
+    assert (await a.admin.clock())["frozen"] is False  # A's clock follows the server clock again
+    async with fake.client(b.token) as client_b:  # A's faults do not reach B
+        recalled = (await recall(client_b, "kept memory")).json()["memories"]
+    assert [memory["id"] for memory in recalled] == [b.memory]
+    assert dev_before["proposals"] == await admin.proposals(tenant="tenant_dev")
+    assert dev_before["ledger"] == await admin.ledger(account="acct_dev")
+    assert dev_before["clock"]["now"] <= (await admin.clock())["now"]
+    assert [p["id"] for p in dev_before["proposals"]["items"]] == [dev_proposal.json()["proposal"]["id"]]
+
+
+async def test_a_tenant_admin_token_is_refused_on_v1_and_a_v1_token_on_the_control_api(fake, tenants) -> None:
+    a, _ = tenants
+    async with fake.client(a.admin_token) as as_v1:
+        refused = await recall(as_v1, "memory")
+    assert (refused.status_code, refused.json()["code"]) == (401, "unauthenticated")
+    for token in (a.token, fake.dev_token):
+        async with fake.client(token) as as_admin:
+            control = await as_admin.get("/_fake/clock")
+        assert (control.status_code, control.json()["code"]) == (401, "unauthenticated")
+        assert control.headers["WWW-Authenticate"] == "Bearer"
+
+
+async def test_tenant_tokens_are_long_and_stored_hashed(fake, tenants) -> None:
+    a, _ = tenants
+    assert len(a.admin_token) >= 32
+    assert len(a.token) >= 32
+    raw = b"".join(p.read_bytes() for p in fake.fake.db_files() if p.exists())
+    assert a.admin_token.encode() not in raw
+    assert a.token.encode() not in raw
+
+
+async def test_a_request_in_flight_when_its_tenant_is_deleted_is_401(fake, admin, tenants) -> None:
+    a, _ = tenants
+    async with fake.client(a.token) as client:
+        assert (await recall(client, "memory")).status_code == 200  # the principal is cached
+        await admin.delete_tenant(a.id)
+        gone = await client.post(V1 + "/recall", json={"query": "memory", "scope": PROJECT})
+    assert (gone.status_code, gone.json()["code"]) == (401, "unauthenticated")
+    with pytest.raises(AdminError) as refused:
+        await a.admin.clock()
+    assert refused.value.status == 401

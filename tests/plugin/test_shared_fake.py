@@ -1,0 +1,195 @@
+"""Issue 15, must-hold 1: test sessions share one ``fake-lucy serve`` with ``pytest --lucy-url``.
+
+Each session (each xdist worker) works in its own tenant: what one test resets, expires, faults or
+approves is invisible to the others, and the dev tenant is left as it was.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from fake_lucy.testing import FakeAdmin, LiveServer, ServeProcess
+from fake_lucy.testing.shared import SharedFakeError, SharedTenant
+from tests.helpers import V1, proposal_body, propose, recall
+
+pytestmark = pytest.mark.anyio
+
+# A user's suite written as against the plugin's own server: it relies on per-test reset, the clock,
+# faults without a credential and listings of "all" proposals — each of which would meet another
+# session's data, or wipe it, if the sessions shared one namespace.
+USER_SUITE = textwrap.dedent(
+    """
+    import uuid
+
+    import pytest
+
+    pytestmark = pytest.mark.anyio
+    V1 = "/api/agent-memory/v1"
+    PROJECT = {"kind": "project", "id": "project_example"}
+
+
+    @pytest.fixture
+    def anyio_backend():
+        return "asyncio"
+
+
+    async def propose(http, text):
+        response = await http.post(
+            V1 + "/proposals",
+            json={"kind": "decision", "content": text, "scope": PROJECT},
+            headers={"Idempotency-Key": uuid.uuid4().hex},
+        )
+        assert response.status_code == 201, response.text
+        return response.json()["proposal"]["id"]
+
+
+    @pytest.mark.parametrize("n", range(4))
+    async def test_an_approved_memory_is_the_only_one_recalled(fake_lucy_server, n):
+        admin = fake_lucy_server.admin
+        assert (await admin.proposals())["items"] == []  # reset: nothing of earlier tests, or of others
+        async with fake_lucy_server.client() as http:
+            proposal = await propose(http, f"Shared fakes keep tenants apart, note {n}.")
+            assert [p["id"] for p in (await admin.proposals())["items"]] == [proposal]
+            memory = (await admin.approve(proposal))["memory"]["id"]
+            found = (await http.post(V1 + "/recall", json={"query": "shared tenants"})).json()
+        assert [m["id"] for m in found["memories"]] == [memory]
+        assert found["credits"]["remaining"] == 998
+
+
+    @pytest.mark.parametrize("n", range(4))
+    async def test_a_proposal_expires_when_the_clock_moves(fake_lucy_server, n):
+        async with fake_lucy_server.client() as http:
+            proposal = await propose(http, f"Expiring note {n}.")
+            await fake_lucy_server.admin.advance_clock(8 * 24 * 3600)
+            status = (await http.get(f"{V1}/proposals/{proposal}")).json()["proposal"]["status"]
+        assert status == "expired"
+
+
+    @pytest.mark.parametrize("n", range(4))
+    async def test_a_fault_answers_once(fake_lucy_server, n):
+        await fake_lucy_server.admin.add_fault("recall", 503)
+        async with fake_lucy_server.client() as http:
+            assert (await http.post(V1 + "/recall", json={"query": "x"})).status_code == 503
+            assert (await http.post(V1 + "/recall", json={"query": "x"})).status_code == 200
+        journal = await fake_lucy_server.admin.requests()
+        assert [row["status"] for row in journal] == [503, 200]
+    """
+)
+
+
+def run_session(directory: Path, url: str, admin_token: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(  # noqa: S603 - our own interpreter and fixed arguments
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:randomly",
+            "-n",
+            "2",
+            "-W",
+            "error",
+            "--lucy-url",
+            url,
+            str(directory),
+        ],
+        cwd=directory,
+        env={**_environment(), "FAKE_LUCY_ADMIN_TOKEN": admin_token},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def _environment() -> dict[str, str]:
+    """This process's environment without pytest's own variables (an xdist worker's id among them)."""
+    return {name: value for name, value in os.environ.items() if not name.startswith("PYTEST_")}
+
+
+@contextlib.contextmanager
+def served(args: list[str], admin_token: str) -> Iterator[ServeProcess]:
+    """``fake-lucy serve`` with its own admin token; its two workers may take a while to start on a
+    busy machine."""
+    server = ServeProcess(args, {"FAKE_LUCY_ADMIN_TOKEN": admin_token})
+    try:
+        server.wait_ready(timeout=120)
+        yield server
+    finally:
+        server.stop()
+
+
+async def dev_tenant(admin: FakeAdmin) -> dict[str, Any]:
+    return {
+        "memories": await admin.memories(tenant="tenant_dev"),
+        "proposals": await admin.proposals(tenant="tenant_dev"),
+        "ledger": await admin.ledger(account="acct_dev"),
+        "journal": await admin.requests(),
+        "policy": await admin.policy("tenant_dev"),
+        "clock": await admin.clock(),
+    }
+
+
+@pytest.mark.slow
+async def test_two_sessions_with_two_workers_each_share_one_fake_and_leave_the_dev_tenant_untouched(
+    tmp_path: Path,
+) -> None:
+    admin_token = "ci-admin-" + secrets.token_urlsafe(24)
+    database = tmp_path / "shared.sqlite3"
+    with served(["--workers", "2", "--database", str(database)], admin_token) as server:
+        async with server.client(admin_token) as http:
+            admin = FakeAdmin(http)
+            await admin.set_clock(frozen=True)
+            async with server.client() as dev:
+                created = await propose(dev, proposal_body("The dev tenant's own memory about tenants."))
+                await admin.approve(created.json()["proposal"]["id"])
+                assert len((await recall(dev, "tenants")).json()["memories"]) == 1
+            before = await dev_tenant(admin)
+            suites = []
+            for name in ("first", "second"):
+                directory = tmp_path / name
+                directory.mkdir()
+                (directory / "test_user_suite.py").write_text(USER_SUITE)
+                suites.append(run_session(directory, server.base_url, admin_token))
+            outputs = [suite.communicate(timeout=600)[0] for suite in suites]
+            for suite, output in zip(suites, outputs, strict=True):
+                assert suite.returncode == 0, output
+                assert "12 passed" in output, output
+            assert await dev_tenant(admin) == before
+            async with server.client() as dev:
+                assert len((await recall(dev, "tenants")).json()["memories"]) == 1
+
+
+async def test_a_shared_tenant_acts_within_its_tenant_and_is_deleted_at_the_end(live: LiveServer) -> None:
+    with SharedTenant.start(live.base_url, live.admin_token, label="unit") as shared:
+        assert shared.tenant.startswith("unit-")
+        async with shared.client() as http:
+            response = await propose(http, proposal_body("Inside the shared tenant."))
+            assert response.status_code == 201
+        assert [p["tenant"] for p in await shared.admin.requests()] == [shared.tenant]
+        assert (await live.admin.proposals(tenant="tenant_dev"))["items"] == []
+        assert shared.reset() >= 0
+        assert (await shared.admin.proposals())["items"] == []
+        token = shared.dev_token
+    async with httpx.AsyncClient(base_url=live.base_url) as http:
+        gone = await http.post(
+            V1 + "/recall", json={"query": "x"}, headers={"Authorization": f"Bearer {token}"}
+        )
+    assert gone.status_code == 401
+    with pytest.raises(SharedFakeError, match="cannot be reached"):
+        SharedTenant.create("http://127.0.0.1:9", live.admin_token)
+    with pytest.raises(SharedFakeError, match="401 unauthenticated"):
+        SharedTenant.create(live.base_url, "not-the-admin-token")
