@@ -73,4 +73,4 @@ def delete_memory(conn: sqlite3.Connection, memory_id: str) -> MemoryRecord:
 
 
 def restore_memory(conn: sqlite3.Connection, memory_id: str) -> MemoryRecord:
-    return lifecycle.restore_memory(conn, memory_id)
+    return lifecycle.restore_memory(conn, memory_id, now=clock.now(conn))

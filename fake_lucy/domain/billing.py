@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 
+from fake_lucy.domain import events
 from fake_lucy.domain.errors import DomainError
 
 __all__ = [
@@ -35,7 +36,15 @@ def check_can_charge(*, billing_available: bool, balance: int) -> None:
         raise DomainError("insufficient_credits", "the account has no credits left; nothing was executed")
 
 
-def charge(conn: sqlite3.Connection, *, account: str, request_id: str, operation: str, at: str) -> int:
+def charge(
+    conn: sqlite3.Connection,
+    *,
+    account: str,
+    request_id: str,
+    operation: str,
+    at: str,
+    tenant: str | None = None,
+) -> int:
     """Take one credit with one conditional update and write its ledger row; returns the balance."""
     row = conn.execute(
         "UPDATE accounts SET balance = balance - 1 WHERE id = ? AND balance >= 1 RETURNING balance",
@@ -49,18 +58,42 @@ def charge(conn: sqlite3.Connection, *, account: str, request_id: str, operation
         " VALUES (?, ?, ?, -1, ?, ?)",
         (account, request_id, operation, remaining, at),
     )
+    _changed(conn, account, -1, remaining, operation, request_id, at=at, tenant=tenant)
     return remaining
+
+
+def _changed(
+    conn: sqlite3.Connection,
+    account: str,
+    amount: int,
+    balance: int,
+    operation: str,
+    request_id: str,
+    *,
+    at: str,
+    tenant: str | None,
+) -> None:
+    data = {
+        "account": account,
+        "amount": amount,
+        "balance": balance,
+        "operation": operation,
+        "request_id": request_id,
+    }
+    events.emit(conn, "credits.changed", data, at=at, tenant=tenant)
 
 
 def set_balance(
     conn: sqlite3.Connection, *, account: str, new_balance: int, request_id: str, at: str
 ) -> None:
-    row = conn.execute("SELECT balance FROM accounts WHERE id = ?", (account,)).fetchone()
+    row = conn.execute("SELECT balance, tenant_id FROM accounts WHERE id = ?", (account,)).fetchone()
     if row is None:
         raise DomainError("not_found", "no account has this id")
     conn.execute("UPDATE accounts SET balance = ? WHERE id = ?", (new_balance, account))
+    amount = new_balance - int(row[0])
     conn.execute(
         "INSERT INTO ledger (account_id, request_id, operation, amount, balance_after, at)"
         " VALUES (?, ?, 'admin_set', ?, ?, ?)",
-        (account, request_id, new_balance - int(row[0]), new_balance, at),
+        (account, request_id, amount, new_balance, at),
     )
+    _changed(conn, account, amount, new_balance, "admin_set", request_id, at=at, tenant=row[1])

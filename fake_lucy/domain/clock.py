@@ -10,6 +10,7 @@ import sqlite3
 import time
 from datetime import UTC, datetime
 
+from fake_lucy.domain import events
 from fake_lucy.domain.errors import DomainError, invalid_field
 
 __all__ = ["advance", "format_us", "from_state", "now", "now_us", "parse_timestamp", "set_clock", "state"]
@@ -90,7 +91,14 @@ def advance(conn: sqlite3.Connection, seconds: float) -> dict[str, object]:
     target = now_us(conn) + round(seconds * 1_000_000)
     _within_range(target, "/seconds")
     _store(conn, target, frozen)
-    return state(conn)
+    return _changed(conn)
+
+
+def _changed(conn: sqlite3.Connection) -> dict[str, object]:
+    """The clock's new state, announced as a ``clock.changed`` event (server-wide)."""
+    current = state(conn)
+    events.emit(conn, "clock.changed", current, at=str(current["now"]), tenant=None)
+    return current
 
 
 def set_clock(conn: sqlite3.Connection, *, now: str | None, frozen: bool | None) -> dict[str, object]:
@@ -110,4 +118,4 @@ def set_clock(conn: sqlite3.Connection, *, now: str | None, frozen: bool | None)
         _within_range(target, "/now")
     keep_frozen = (state(conn)["frozen"] is True) if frozen is None else frozen
     _store(conn, target, keep_frozen)
-    return state(conn)
+    return _changed(conn)

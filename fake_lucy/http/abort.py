@@ -14,10 +14,12 @@ from typing import Any
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-__all__ = ["ABORT_EXTENSION", "ABORT_MESSAGE", "DropConnection"]
+__all__ = ["ABORT_EXTENSION", "ABORT_MESSAGE", "SHUTDOWN_EXTENSION", "DropConnection"]
 
 ABORT_EXTENSION = "fake_lucy.abort"
 ABORT_MESSAGE = "fake_lucy.abort"
+# {"event": asyncio.Event} set when the server shuts down (see ``uvicorn_protocol``)
+SHUTDOWN_EXTENSION = "fake_lucy.shutdown"
 
 
 class DropConnection(Response):

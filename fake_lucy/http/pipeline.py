@@ -12,20 +12,21 @@ import asyncio
 import functools
 import hashlib
 import sqlite3
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
 
-from fake_lucy.domain import billing, clock, faults, idempotency, lifecycle, ratelimit, server_state
+from fake_lucy.domain import billing, clock, events, faults, idempotency, lifecycle, ratelimit, server_state
 from fake_lucy.domain import journal as journaling
 from fake_lucy.domain.errors import DomainError
 from fake_lucy.domain.ids import random_request_id
 from fake_lucy.domain.principals import Principal, PrincipalCache, Scope
 from fake_lucy.domain.recall import RecallCache, query_terms, recall
-from fake_lucy.domain.records import proposal_dict
+from fake_lucy.domain.records import journal_dict, proposal_dict
 from fake_lucy.http import inputs
 from fake_lucy.http.abort import DropConnection
 from fake_lucy.http.problems import (
@@ -59,6 +60,11 @@ _PERMISSION = {
 _SCHEMA = {"recall": "recall-request.schema.json", "propose": "propose-request.schema.json"}
 _RETRYABLE_STATUSES = frozenset({429, 502, 503, 504})
 
+# The server log's hook (``fake-lucy serve`` without ``--quiet``): called once per v1 request with
+# its operation, its journal row (None before authentication), its status (None: dropped) and the
+# milliseconds it took.
+RequestLog = Callable[[str, "journaling.JournalRow | None", "int | None", float], None]
+
 
 @dataclass(slots=True)
 class _Call:
@@ -80,8 +86,9 @@ class _Call:
 
 
 class V1Pipeline:
-    def __init__(self, fake: FakeLucy) -> None:
+    def __init__(self, fake: FakeLucy, log: RequestLog | None = None) -> None:
         self.fake = fake
+        self.log = log
         self.max_body = int(fake.contract["max_body_bytes"])
         self.principals = PrincipalCache()
         self.recall_cache = RecallCache()
@@ -93,6 +100,22 @@ class V1Pipeline:
     # -- the whole pipeline ------------------------------------------------------------------
 
     async def handle(self, request: Request, operation: str, proposal_id: str | None = None) -> Response:
+        if self.log is None:
+            return await self._handle(request, operation, proposal_id, None)
+        started = time.perf_counter()
+        logged: list[journaling.JournalRow] = []
+        response = await self._handle(request, operation, proposal_id, logged)
+        status = None if isinstance(response, DropConnection) else response.status_code
+        self.log(operation, logged[0] if logged else None, status, (time.perf_counter() - started) * 1000)
+        return response
+
+    async def _handle(
+        self,
+        request: Request,
+        operation: str,
+        proposal_id: str | None,
+        logged: list[journaling.JournalRow] | None,
+    ) -> Response:
         request_id = random_request_id()
         incoming = inputs.header_map(request.scope)
         try:
@@ -122,6 +145,8 @@ class V1Pipeline:
             now_us=start.now_us,
             faults_armed=start.faults_armed,
         )
+        if logged is not None:
+            logged.append(call.journal)
         try:
             response = await self._steps(call, proposal_id)
         except DomainError as error:
@@ -140,8 +165,15 @@ class V1Pipeline:
         else:
             call.journal.status = response.status_code
         with self.fake.db.write() as conn:
-            journaling.append(conn, call.journal, max_rows=self.fake.settings.journal_size)
+            self._journal(conn, call)
         return response
+
+    def _journal(self, conn: sqlite3.Connection, call: _Call) -> None:
+        """The request's journal row and its ``request`` event, in the caller's transaction."""
+        journaling.append(conn, call.journal, max_rows=self.fake.settings.journal_size)
+        events.emit(
+            conn, "request", journal_dict(call.journal), at=call.journal.at, tenant=call.principal.tenant_id
+        )
 
     async def _steps(self, call: _Call, proposal_id: str | None) -> Response:
         self._rate_limit(call, take=False)  # the headers for a refusal at steps 4 and 5
@@ -192,12 +224,15 @@ class V1Pipeline:
     def _fault(self, call: _Call, phase: str) -> None:
         if not call.faults_armed:
             return
-        fault = faults.take(
-            self.conn,
-            operation=call.operation,
-            credential_id=call.principal.credential_id,
-            phase=phase,
-        )
+        with self.fake.db.write() as conn:  # the take and its event together
+            fault = faults.take(
+                conn,
+                operation=call.operation,
+                credential_id=call.principal.credential_id,
+                phase=phase,
+            )
+            if fault is not None:
+                self._fired(conn, call, fault, phase)
         if fault is None:
             return
         call.journal.fault_id = fault.id
@@ -209,6 +244,16 @@ class V1Pipeline:
         if fault.retry_after is not None:
             headers["Retry-After"] = str(fault.retry_after)
         raise _Injected(fault, headers)
+
+    def _fired(self, conn: sqlite3.Connection, call: _Call, fault: faults.Fault, phase: str) -> None:
+        data = {
+            "fault_id": fault.id,
+            "operation": call.operation,
+            "status": fault.status,
+            "phase": phase,
+            "request_id": call.request_id,
+        }
+        events.emit(conn, "fault.fired", data, at=clock.now(conn), tenant=call.principal.tenant_id)
 
     def _rate_limit(self, call: _Call, *, take: bool = True) -> None:
         """Step 6; while a limit is set every response after step 3 carries the headers."""
@@ -291,6 +336,7 @@ class V1Pipeline:
             request_id=call.request_id,
             operation=call.operation,
             at=now,
+            tenant=call.principal.tenant_id,
         )
 
     def _before_commit(
@@ -306,7 +352,7 @@ class V1Pipeline:
             return
         call.journal.status = status
         call.journal.charged = True
-        journaling.append(conn, call.journal, max_rows=self.fake.settings.journal_size)
+        self._journal(conn, call)
         call.journaled = True
 
     def _recall(self, call: _Call, body: dict[str, Any]) -> Response:
@@ -395,6 +441,7 @@ class V1Pipeline:
                 )
             if held is None:
                 return self._execute_propose(conn, call, body, body_hash, secret, tx)
+            self._fired(conn, call, held, "in_flight")
             call.journal.fault_id = held.id
             call.headers["Fake-Lucy-Fault"] = held.id
             call.delay_ms = held.delay_ms or 0

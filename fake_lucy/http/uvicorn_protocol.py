@@ -1,4 +1,7 @@
-"""uvicorn HTTP protocols that offer the ``fake_lucy.abort`` ASGI extension (see ``abort.py``)."""
+"""uvicorn HTTP protocols that offer the ``fake_lucy.abort`` ASGI extension (see ``abort.py``) and
+``fake_lucy.shutdown``: an ``asyncio.Event`` set when the server shuts down, so that a response that
+never ends by itself (the event stream) ends then, and uvicorn's graceful shutdown does not wait
+for it forever."""
 
 from __future__ import annotations
 
@@ -9,7 +12,7 @@ from typing import Any
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from fake_lucy.http.abort import ABORT_EXTENSION, ABORT_MESSAGE
+from fake_lucy.http.abort import ABORT_EXTENSION, ABORT_MESSAGE, SHUTDOWN_EXTENSION
 
 __all__ = ["AbortingH11Protocol"]
 
@@ -17,13 +20,18 @@ __all__ = ["AbortingH11Protocol"]
 class _AbortingApp:
     """Wraps the app for one connection: adds the extension, and closes the socket on abort."""
 
-    def __init__(self, app: Any, protocol: H11Protocol) -> None:
+    def __init__(self, app: Any, protocol: AbortingH11Protocol) -> None:
         self.app = app
         self.protocol = protocol
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        scope = {**scope, "extensions": {**(scope.get("extensions") or {}), ABORT_EXTENSION: {}}}
         protocol = self.protocol
+        extensions = {
+            **(scope.get("extensions") or {}),
+            ABORT_EXTENSION: {},
+            SHUTDOWN_EXTENSION: {"event": protocol.closing},
+        }
+        scope = {**scope, "extensions": extensions}
 
         async def send_or_abort(message: Any) -> None:
             if message["type"] == ABORT_MESSAGE:
@@ -42,6 +50,11 @@ class AbortingH11Protocol(H11Protocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.app = _AbortingApp(self.app, self)
+        self.closing = asyncio.Event()
+
+    def shutdown(self) -> None:
+        self.closing.set()
+        super().shutdown()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # asyncio sets TCP_NODELAY only on sockets created with proto=IPPROTO_TCP; a socket handed
