@@ -13,6 +13,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from fake_lucy import __version__
 from fake_lucy.domain.errors import DomainError
 from fake_lucy.domain.ids import random_request_id
+from fake_lucy.http.console import PREFIX as CONSOLE
+from fake_lucy.http.console import console_root, console_router
 from fake_lucy.http.control import control_router
 from fake_lucy.http.events import EventStream
 from fake_lucy.http.openapi import control_openapi, v1_openapi
@@ -164,6 +166,8 @@ def create_app(
     app.add_api_route("/openapi.json", openapi_v1, methods=["GET"], include_in_schema=False)
     app.add_api_route("/_fake/openapi.json", openapi_control, methods=["GET"], include_in_schema=False)
     app.include_router(control_router(fake, stream))
+    app.include_router(console_router(fake, stream))
+    app.add_api_route(CONSOLE, console_root, methods=["GET"], include_in_schema=False)
 
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, StarletteHTTPException)
