@@ -21,6 +21,7 @@ from fake_lucy.http.openapi import control_openapi, v1_openapi
 from fake_lucy.http.pipeline import RequestLog, V1Pipeline
 from fake_lucy.http.problems import JSON, json_bytes, problem_response
 from fake_lucy.runtime import FakeLucy
+from fake_lucy.server_log import RequestLogger
 from fake_lucy.settings import FakeLucySettings, load_settings
 
 __all__ = ["create_app", "create_app_from_environment"]
@@ -198,4 +199,6 @@ def create_app(
 def create_app_from_environment() -> FastAPI:
     """Factory for uvicorn workers: settings from ``FAKE_LUCY_*`` (the parent initialised the DB)."""
     settings: FakeLucySettings = load_settings()
-    return create_app(FakeLucy(settings, initialise=False))
+    return create_app(
+        FakeLucy(settings, initialise=False), request_log=None if settings.quiet else RequestLogger()
+    )

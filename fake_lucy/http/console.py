@@ -485,7 +485,9 @@ def console_router(fake: FakeLucy, stream: EventStream) -> APIRouter:
                 "Refused", "the request does not come from this console's origin", status=403
             )
         if not console._admin_token_ok(form.get("token", "").strip()):
-            return console.render("login.html", http_status=401, session=None, error="That is not an admin token.")
+            return console.render(
+                "login.html", http_status=401, session=None, error="That is not an admin token."
+            )
         with fake.db.write() as conn:
             session_id = sessions.start(conn, None)
         response = RedirectResponse(PREFIX + "/", status_code=303, headers=SECURITY_HEADERS)
