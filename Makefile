@@ -8,7 +8,7 @@ UV_VERSION := 0.13.8
 UV := $(shell command -v uv 2>/dev/null || echo .tools/bin/uv)
 RUN := $(UV) run --frozen
 
-.PHONY: serve test lint typecheck pytest sync fuzz clean bench
+.PHONY: serve test lint typecheck pytest sync fuzz clean bench screenshots
 
 .tools/bin/uv:
 	$(PYTHON) -m venv .tools
@@ -39,6 +39,11 @@ test: lint typecheck pytest
 # LUCY_FUZZ_SEED=<n> replays a run, its seed is printed in the summary
 fuzz: sync
 	LUCY_FUZZ_PROFILE=deep $(RUN) pytest -W error tests/contract -p no:randomly
+
+# The README's console pictures, taken by the browser tests (needs Chromium: apt-get install -y chromium)
+screenshots: sync
+	FAKE_LUCY_SCREENSHOTS=docs/screenshots $(RUN) pytest -W error -p no:randomly \
+	  tests/console/test_browser.py -k replacement_as_a_difference
 
 clean:
 	rm -rf .venv .tools .fake-lucy .mypy_cache .pytest_cache .ruff_cache

@@ -53,7 +53,8 @@ SECURITY_HEADERS = {
     ),
     "X-Frame-Options": "DENY",
     "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
+    # same-origin, not no-referrer: with no-referrer Chromium sends a form POST's Origin as "null"
+    "Referrer-Policy": "same-origin",
     "Cache-Control": "no-store",
 }
 # What each page redraws itself on (``data-live`` of its body; console.js listens for these).
@@ -506,6 +507,7 @@ def console_router(fake: FakeLucy, stream: EventStream) -> APIRouter:
         # A page that moves on by itself: the next request starts from this origin, so the
         # SameSite=Strict cookie goes with it even when the link was opened from another site.
         response = console.render("link.html", session=None)
+        response.headers["Referrer-Policy"] = "no-referrer"  # the spent link stays out of Referer
         _set_cookie(response, request, session_id)
         return response
 
