@@ -36,7 +36,7 @@ def chromium_path() -> str | None:
 def chromium() -> Iterator[Browser]:
     """A headless Chromium (Playwright's sync API); skips the test when none is installed."""
     executable = chromium_path()
-    if executable is None:
+    if executable is None:  # the browser test files skip themselves whole before this
         pytest.skip(ENABLE)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS, headless=True)

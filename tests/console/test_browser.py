@@ -20,7 +20,11 @@ from playwright.sync_api import Browser, BrowserContext, Page, expect
 from fake_lucy.domain import sessions
 from fake_lucy.store.connection import Database
 from fake_lucy.testing import LiveServer
+from tests.console.conftest import ENABLE, chromium_path
 from tests.helpers import V1, proposal_body
+
+if chromium_path() is None:  # one skip line for the whole file, saying how to enable it
+    pytest.skip(ENABLE, allow_module_level=True)
 
 CONSOLE = "/_fake/console"
 pytestmark = pytest.mark.slow
