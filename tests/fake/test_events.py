@@ -15,7 +15,7 @@ from fake_lucy.http.events import EventStream
 from fake_lucy.runtime import FakeLucy
 from fake_lucy.settings import FakeLucySettings
 from fake_lucy.testing import AdminError, FakeAdmin, InProcessFake, InProcessTransport, LiveServer
-from tests.helpers import V1, proposal_body, propose, recall
+from tests.helpers import proposal_body, propose, recall
 
 pytestmark = pytest.mark.anyio
 
