@@ -173,7 +173,7 @@ class ServeProcess(_Shape):
             text=True,
         )
 
-    def wait_ready(self, timeout: float = 20) -> None:
+    def wait_ready(self, timeout: float = 60) -> None:
         # Another process: nothing to wait on but its socket, so poll /healthz briefly.
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
