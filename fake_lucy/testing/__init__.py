@@ -10,12 +10,14 @@ with LiveServer.start(tmp_path) as server:                 # real uvicorn on 127
 ```
 """
 
-from fake_lucy.testing.admin import AdminError, FakeAdmin
+from fake_lucy.testing.admin import AdminError, AdminEvent, EventWatch, FakeAdmin
 from fake_lucy.testing.fakes import InProcessFake, LiveServer, ServeProcess
 from fake_lucy.testing.transport import InProcessTransport
 
 __all__ = [
     "AdminError",
+    "AdminEvent",
+    "EventWatch",
     "FakeAdmin",
     "InProcessFake",
     "InProcessTransport",

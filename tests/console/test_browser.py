@@ -10,16 +10,21 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
+from mcp import Client
+from mcp.types import Implementation
 from playwright.sync_api import Browser, BrowserContext, Page, expect
 
 from fake_lucy.domain import sessions
 from fake_lucy.store.connection import Database
 from fake_lucy.testing import LiveServer
+from fake_lucy.testing.pytest_plugin import lucy_mcp_parameters
 from tests.console.conftest import ENABLE, chromium_path
 from tests.helpers import V1, proposal_body
 
@@ -260,6 +265,48 @@ def test_the_queue_shows_a_replacement_as_a_difference_and_requests_as_retry_cha
     expect(chain).to_contain_text("503 → 201")
     expect(chain).to_contain_text("fault flt_")
     _screenshot(page, "requests.png")
+
+
+def mcp_tool(server: LiveServer, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """One tool call of a real ``lucy-memory-mcp`` stdio process, as a host makes it (in a thread of
+    its own: Playwright's sync API holds this one)."""
+
+    async def call() -> dict[str, Any]:
+        parameters = lucy_mcp_parameters(
+            server, token=server.dev_token, permissions="memory:read,memory:propose"
+        )
+        async with Client(parameters, client_info=Implementation(name="browser-test", version="1")) as client:
+            result = await client.call_tool(tool, arguments)
+        assert result.is_error is False, result
+        content: dict[str, Any] = result.structured_content
+        return content
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(anyio.run, call).result(timeout=120)
+
+
+def test_an_agents_proposal_appears_within_a_second_and_approving_it_makes_it_recallable(
+    page: Page, live: LiveServer
+) -> None:
+    """Issue 14, must-hold 1: lucy-memory-mcp proposes, the open queue shows it, Approve, recall finds it."""
+    expect(page.locator("#live-status")).to_have_text("live")
+    proposed = mcp_tool(
+        live,
+        "memory_propose",
+        {
+            "kind": "decision",
+            "content": "Feature flags live in LaunchDarkly.",
+            "scope": {"kind": "project", "id": "project_example"},
+        },
+    )
+    proposal_id = proposed["proposal"]["id"]
+    card = page.locator(f"article#{proposal_id}")
+    expect(card).to_contain_text("Feature flags live in LaunchDarkly.", timeout=1_000)
+    card.get_by_role("button", name="Approve").click()
+    expect(card).to_have_count(0)
+    assert proposal_status(live, proposal_id)["status"] == "approved"
+    recalled = mcp_tool(live, "memory_recall", {"query": "Where do feature flags live?", "limit": 3})
+    assert [m["content"] for m in recalled["memories"]] == ["Feature flags live in LaunchDarkly."]
 
 
 def _screenshot(page: Page, name: str) -> None:
