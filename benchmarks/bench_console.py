@@ -4,8 +4,9 @@
    paged): the ASGI app called in process, timed from the call to the last byte of the answer.
    The store is filled through the v1 API itself (proposals, their journal, ledger and events),
    with 100 approved memories and a replacement of each among the pending proposals.
-2. v1 latency (in process, p50) with and without a console's event stream open and read,
-   in interleaved rounds, so that the stream's cost shows against the noise between rounds.
+2. v1 throughput over HTTP (wrk against ``fake-lucy serve``, as ``make bench`` measures it) with
+   and without a console's event stream open and read, and with the server log on, in
+   interleaved rounds, so that the differences show against the noise between rounds.
 
 Writes ``benchmarks/console-results.md``.
 """
@@ -14,25 +15,40 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
+import json
+import subprocess
 import sys
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from benchmarks.common import API, Summary, machine, summarise
+from benchmarks.bench_http import DEV_SCOPES, MEMORIES, WrkResult, wrk, wrk_available
+from benchmarks.common import (
+    ADMIN_TOKEN,
+    API,
+    DEV_TOKEN,
+    Summary,
+    free_port,
+    machine,
+    process,
+    set_credits,
+    summarise,
+)
+from benchmarks.seeding import COMMON_TERM, RARE_TERM, Seeder
+from fake_lucy.runtime import FakeLucy
+from fake_lucy.settings import FakeLucySettings
 from fake_lucy.testing import InProcessFake, InProcessTransport
 
 PROPOSALS = 10_000
 APPROVED = 100
 PAGE_CALLS = 200
-V1_CALLS = 1_000
 ROUNDS = 3
+HTTP_SECONDS = 5
 TARGET_MS = 50.0
 RESULTS = Path(__file__).resolve().parent / "console-results.md"
 PAGES = (
@@ -112,81 +128,130 @@ async def _pages(fake: InProcessFake, timed: Timed) -> dict[str, Summary]:
     return results
 
 
-@contextlib.asynccontextmanager
-async def _stream_open(admin: httpx.AsyncClient) -> AsyncIterator[list[int]]:
-    """A console's event stream, open and read (counting events) for the block."""
-    received = [0]
+@contextlib.contextmanager
+def _server(database: Path, *extra: str) -> Iterator[str]:
+    """``fake-lucy serve`` (one worker) on a seeded file, as ``make bench`` runs it; yields its URL."""
+    fake = FakeLucy(FakeLucySettings(database=str(database)))
+    Seeder(fake.db.conn, "tenant_dev", DEV_SCOPES).add(MEMORIES)
+    fake.close()
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    args = [
+        sys.executable,
+        "-m",
+        "fake_lucy",
+        "serve",
+        "--port",
+        str(port),
+        "--database",
+        str(database),
+        *extra,
+    ]
+    with process(args, base + "/healthz"):
+        set_credits(base, "acct_dev", 10**8)
+        yield base
 
-    async def read() -> None:
-        async with admin.stream("GET", "/_fake/events", headers={"Accept": "text/event-stream"}) as response:
-            async for line in response.aiter_lines():
-                if line.startswith("id:"):
-                    received[0] += 1
 
-    task = asyncio.ensure_future(read())
+@contextlib.contextmanager
+def _stream_open(base: str, directory: Path) -> Iterator[Path]:
+    """A console's event stream held open and read (by curl, into a file) for the block."""
+    target = directory / f"events-{uuid.uuid4().hex[:8]}.txt"
+    reader = subprocess.Popen(  # noqa: S603 - curl with fixed arguments
+        [  # noqa: S607 - curl from PATH, as wrk is
+            "curl",
+            "-sN",
+            "-H",
+            f"Authorization: Bearer {ADMIN_TOKEN}",
+            "-o",
+            str(target),
+            base + "/_fake/events",
+        ],
+    )
     try:
-        yield received
+        wait_until = time.monotonic() + 10
+        while not target.exists() or b"connected" not in target.read_bytes():
+            if time.monotonic() > wait_until:
+                raise RuntimeError("the event stream did not open")
+            time.sleep(0.05)  # another process: nothing to wait on but its file
+        yield target
     finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        reader.terminate()
+        reader.wait(timeout=10)
 
 
-async def _v1_round(api: httpx.AsyncClient, call: Callable[[], Awaitable[httpx.Response]]) -> float:
-    samples = []
-    for _ in range(V1_CALLS):
-        started = time.perf_counter()
-        response = await call()
-        samples.append((time.perf_counter() - started) * 1000)
-        assert response.status_code < 300, response.text
-    return summarise(samples).p50_ms
-
-
-async def _v1_with_and_without_stream(
-    api: httpx.AsyncClient, admin: httpx.AsyncClient
-) -> tuple[dict[str, dict[str, list[float]]], int]:
-    calls: dict[str, Callable[[], Awaitable[httpx.Response]]] = {
-        "recall": lambda: api.post(
-            API + "/recall", json={"query": "service port", "scope": SCOPE, "limit": 5}
-        ),
-        "propose": lambda: api.post(
-            API + "/proposals",
-            json={"kind": "fact", "content": "A streamed fact.", "scope": SCOPE},
-            headers={"Idempotency-Key": uuid.uuid4().hex},
-        ),
+def _http_with_and_without_stream(directory: Path) -> tuple[dict[str, dict[str, list[WrkResult]]], int]:
+    auth = {"Authorization": f"Bearer {DEV_TOKEN}", "Content-Type": "application/json"}
+    recall = json.dumps({"query": f"{COMMON_TERM} {RARE_TERM}", "scope": SCOPE})
+    propose = json.dumps({"kind": "fact", "content": "A streamed fact.", "scope": SCOPE})
+    conditions = ("quiet", "quiet, console stream open", "server log on")
+    results: dict[str, dict[str, list[WrkResult]]] = {
+        op: {c: [] for c in conditions} for op in ("recall", "propose")
     }
-    results: dict[str, dict[str, list[float]]] = {name: {"without": [], "with": []} for name in calls}
     streamed = 0
-    for _ in range(ROUNDS):
-        for name, call in calls.items():
-            results[name]["without"].append(await _v1_round(api, call))
-            async with _stream_open(admin) as received:
-                results[name]["with"].append(await _v1_round(api, call))
-                await asyncio.sleep(0.5)  # the stream's last poll: its events are read
-                streamed += received[0]
+    with (
+        _server(directory / "quiet.sqlite3", "--quiet") as quiet,
+        _server(directory / "log.sqlite3") as logged,
+    ):
+        for _ in range(ROUNDS):
+            for condition in conditions:
+                base = logged if condition == "server log on" else quiet
+                with contextlib.ExitStack() as stack:
+                    events = None
+                    if condition == "quiet, console stream open":
+                        events = stack.enter_context(_stream_open(base, directory))
+                    for op, body in (("recall", recall), ("propose", propose)):
+                        path = "/recall" if op == "recall" else "/proposals"
+                        result = wrk(
+                            f"{op}, {condition}",
+                            base + API + path,
+                            method="POST",
+                            body=body,
+                            headers=auth,
+                            unique_key=op == "propose",
+                            duration_s=HTTP_SECONDS,
+                        )
+                        results[op][condition].append(result)
+                        _progress(f"  {op}, {condition}: {result.rps:,.0f} req/s")
+                    if events is not None:
+                        time.sleep(0.5)  # the stream's last poll reaches the file
+                        streamed += events.read_bytes().count(b"\nid: ") + events.read_bytes().startswith(
+                            b"id: "
+                        )
     return results, streamed
 
 
-async def main() -> None:
+async def _console_pages(directory: Path) -> dict[str, Summary]:
+    fake = InProcessFake(directory / "console.sqlite3")
+    timed = Timed(fake.app)
+    try:
+        async with fake.client() as api, fake.client(fake.admin_token) as admin:
+            _progress(f"filling the store with {PROPOSALS:,} proposals over v1 …")
+            await _fill(api, admin)
+            _progress("console pages …")
+            return await _pages(fake, timed)
+    finally:
+        await fake.aclose()
+
+
+def main() -> None:
+    if not wrk_available():
+        raise SystemExit("bench_console needs wrk (apt-get install -y wrk)")
     started = time.perf_counter()
-    with tempfile.TemporaryDirectory() as directory:
-        fake = InProcessFake(Path(directory) / "console.sqlite3")
-        timed = Timed(fake.app)
-        try:
-            async with fake.client() as api, fake.client(fake.admin_token) as admin:
-                _progress(f"filling the store with {PROPOSALS:,} proposals over v1 …")
-                await _fill(api, admin)
-                _progress("console pages …")
-                pages = await _pages(fake, timed)
-                _progress("v1 with and without an open event stream …")
-                v1, streamed = await _v1_with_and_without_stream(api, admin)
-        finally:
-            await fake.aclose()
-    _write(pages, v1, streamed, time.perf_counter() - started)
+    with tempfile.TemporaryDirectory() as name:
+        directory = Path(name)
+        pages = asyncio.run(_console_pages(directory))
+        _progress("v1 over HTTP (wrk) with and without a console's event stream, and with the server log …")
+        http, streamed = _http_with_and_without_stream(directory)
+    _write(pages, http, streamed, time.perf_counter() - started)
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2]
 
 
 def _write(
-    pages: dict[str, Summary], v1: dict[str, dict[str, list[float]]], streamed: int, took: float
+    pages: dict[str, Summary], http: dict[str, dict[str, list[WrkResult]]], streamed: int, took: float
 ) -> None:
     worst = max(s.p99_ms for s in pages.values())
     lines = [
@@ -208,24 +273,27 @@ def _write(
         f"Target ≤ {TARGET_MS:.0f} ms server side: slowest p99 {worst:.2f} ms, "
         + ("met." if worst <= TARGET_MS else "**missed**."),
         "",
-        "## v1 with a console's event stream open (in process, p50 ms per round)",
+        "## v1 over HTTP with a console's event stream open, and with the server log",
         "",
-        f"{ROUNDS} interleaved rounds of {V1_CALLS:,} calls per operation, without and with an open"
-        f" `GET /_fake/events` being read ({streamed:,} events streamed in all).",
+        f"wrk -t1 -c8 -d{HTTP_SECONDS}s per run, {ROUNDS} interleaved rounds; `fake-lucy serve`, one worker,"
+        f' {MEMORIES:,} seeded memories, as `make bench` runs it. "stream open": `GET /_fake/events` held'
+        f' open and read by curl during the run ({streamed:,} events streamed in all). "server log on":'
+        " without `--quiet`, the log going to /dev/null.",
         "",
-        "| operation | without stream | with stream | change of the medians |",
-        "|---|---|---|---:|",
+        "| operation | condition | req/s per round | median | × quiet |",
+        "|---|---|---|---:|---:|",
     ]
-    for name, runs in v1.items():
-        without = sorted(runs["without"])[len(runs["without"]) // 2]
-        with_stream = sorted(runs["with"])[len(runs["with"]) // 2]
-        lines.append(
-            f"| {name} | {', '.join(f'{v:.3f}' for v in runs['without'])}"
-            f" | {', '.join(f'{v:.3f}' for v in runs['with'])} | {100 * (with_stream / without - 1):+.1f}% |"
-        )
+    for op, conditions in http.items():
+        base = _median([r.rps for r in conditions["quiet"]])
+        for condition, runs in conditions.items():
+            rates = [r.rps for r in runs]
+            lines.append(
+                f"| {op} | {condition} | {', '.join(f'{v:,.0f}' for v in rates)} | {_median(rates):,.0f}"
+                f" | {_median(rates) / base:.2f}× |"
+            )
     RESULTS.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    print(re.sub(r"\n{3,}", "\n\n", "\n".join(lines)))
+    print("\n".join(lines))
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    main()

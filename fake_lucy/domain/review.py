@@ -29,8 +29,9 @@ __all__ = [
 ]
 
 QUEUE_PAGE = 50
-REQUESTS_SHOWN = 300
-LEDGER_SHOWN = 500
+REQUESTS_SHOWN = 150
+LEDGER_SHOWN = 500  # for the charts; the table shows the newest LEDGER_LISTED
+LEDGER_LISTED = 100
 ACCOUNTS_SHOWN = 200
 TENANTS_SHOWN = 200
 T = TypeVar("T")
@@ -112,6 +113,12 @@ class Chain:
         return [row.fault_id for row in self.rows if row.fault_id is not None]
 
     @property
+    def retries(self) -> list[int]:
+        """The attempts' ``Lucy-Retry-Attempt`` values, when any was a retry."""
+        attempts = [row.retry_attempt for row in self.rows]
+        return attempts if any(attempts) else []
+
+    @property
     def last(self) -> JournalRow:
         return self.rows[-1]
 
@@ -145,7 +152,7 @@ def request_chains(
 @dataclass(frozen=True, slots=True)
 class CreditsView:
     accounts: list[AccountRow]
-    ledger: list[LedgerRecord]  # the newest rows, oldest first
+    ledger: list[LedgerRecord]  # the newest LEDGER_LISTED rows, newest first
     series: dict[str, list[int]]  # per account: its balance after each of those rows
     last_event_id: int
 
@@ -156,7 +163,8 @@ def credits(conn: sqlite3.Connection, *, tenant: str | None) -> CreditsView:
     series: dict[str, list[int]] = {}
     for row in ledger:
         series.setdefault(row.account_id, []).append(row.balance_after)
-    return CreditsView(accounts, ledger, series, events.resume_after(conn, None))
+    listed = ledger[-LEDGER_LISTED:][::-1]
+    return CreditsView(accounts, listed, series, events.resume_after(conn, None))
 
 
 @dataclass(frozen=True, slots=True)
