@@ -32,9 +32,12 @@ def chromium_path() -> str | None:
     return None
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def chromium() -> Iterator[Browser]:
-    """A headless Chromium (Playwright's sync API); skips the test when none is installed."""
+    """A headless Chromium (Playwright's sync API); skips the test when none is installed.
+
+    Module-scoped: while Playwright's sync API is open it holds an event loop on this thread, which
+    the async tests of other modules need free."""
     executable = chromium_path()
     if executable is None:  # the browser test files skip themselves whole before this
         pytest.skip(ENABLE)
