@@ -144,6 +144,23 @@ def repair_positive_headers(case: schemathesis.Case) -> None:
             case.headers[name] = rule[1]
 
 
+NEGATIVE_REJECTIONS = [
+    "400",
+    "401",
+    "403",
+    "404",
+    "405",
+    "406",
+    "409",
+    "413",
+    "415",
+    "422",
+    "428",
+    "429",
+    "5xx",
+]
+
+
 def fuzz_config(security_scheme: str, token: str) -> schemathesis.Config:
     """Authenticated, exactly ``CHECKS``, the profile's example count, no example database on disk."""
     generation: dict[str, Any] = {"max-examples": PROFILE.max_examples, "database": "none"}
@@ -151,7 +168,13 @@ def fuzz_config(security_scheme: str, token: str) -> schemathesis.Config:
         {
             "seed": PROFILE.seed,
             "generation": generation,
-            "checks": {"enabled": False, **{name: {"enabled": True} for name in CHECKS}},
+            "checks": {
+                "enabled": False,
+                **{name: {"enabled": True} for name in CHECKS},
+                # schemathesis's rejections plus 413: a negative body over max_body_bytes is refused
+                # at step 2 (payload_too_large), before its schema is read; the contract lists 413
+                "negative_data_rejection": {"enabled": True, "expected-statuses": NEGATIVE_REJECTIONS},
+            },
             "auth": {"openapi": {security_scheme: {"bearer": token}}},
             "phases": {"stateful": {"max-steps": PROFILE.stateful_steps}},
         }
