@@ -21,7 +21,7 @@ RUN := $(UV) run --frozen
 PYTEST_WORKERS ?= auto
 PYTEST := env -u PYTHONDONTWRITEBYTECODE $(RUN) pytest -W error -n $(PYTEST_WORKERS) --dist worksteal
 
-.PHONY: serve test test-fast lint typecheck pytest sync fuzz clean bench example
+.PHONY: serve test test-fast lint typecheck pytest sync fuzz clean bench example screenshots
 
 .tools/bin/uv:
 	$(PYTHON) -m venv .tools
@@ -61,6 +61,11 @@ example: sync
 	LUCY_MEMORY_BASE_URL="$${LUCY_MEMORY_BASE_URL:-http://127.0.0.1:8787}" \
 	LUCY_MEMORY_TOKEN="$${LUCY_MEMORY_TOKEN:-lucy-dev-token}" \
 	$(RUN) python docs/sdk_example.py
+
+# The README's console pictures, taken by the browser tests (needs Chromium: apt-get install -y chromium)
+screenshots: sync
+	FAKE_LUCY_SCREENSHOTS=docs/screenshots $(RUN) pytest -W error -p no:randomly \
+	  tests/console/test_browser.py -k replacement_as_a_difference
 
 clean:
 	rm -rf .venv .tools .fake-lucy .mypy_cache .pytest_cache .ruff_cache

@@ -112,9 +112,20 @@ def process(args: list[str], ready_url: str, env: dict[str, str] | None = None) 
 
 
 def serve_fake(database: Path, port: int) -> contextlib.AbstractContextManager[None]:
-    """``fake-lucy serve`` (one uvicorn worker) as a separate process."""
+    """``fake-lucy serve`` (one uvicorn worker) as a separate process, without the server log (its
+    cost is measured on its own by ``bench_console``)."""
     return process(
-        [sys.executable, "-m", "fake_lucy", "serve", "--port", str(port), "--database", str(database)],
+        [
+            sys.executable,
+            "-m",
+            "fake_lucy",
+            "serve",
+            "--port",
+            str(port),
+            "--database",
+            str(database),
+            "--quiet",
+        ],
         f"http://127.0.0.1:{port}/healthz",
     )
 

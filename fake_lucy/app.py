@@ -13,11 +13,15 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from fake_lucy import __version__
 from fake_lucy.domain.errors import DomainError
 from fake_lucy.domain.ids import random_request_id
+from fake_lucy.http.console import PREFIX as CONSOLE
+from fake_lucy.http.console import console_root, console_router
 from fake_lucy.http.control import control_router
+from fake_lucy.http.events import EventStream
 from fake_lucy.http.openapi import control_openapi, v1_openapi
-from fake_lucy.http.pipeline import V1Pipeline
+from fake_lucy.http.pipeline import RequestLog, V1Pipeline
 from fake_lucy.http.problems import JSON, json_bytes, problem_response
 from fake_lucy.runtime import FakeLucy
+from fake_lucy.server_log import RequestLogger
 from fake_lucy.settings import FakeLucySettings, load_settings
 
 __all__ = ["create_app", "create_app_from_environment"]
@@ -108,7 +112,11 @@ class _FakeLucyApp(FastAPI):
         return self.v1_routes
 
 
-def create_app(fake: FakeLucy) -> FastAPI:
+def create_app(
+    fake: FakeLucy, *, request_log: RequestLog | None = None, event_stream: EventStream | None = None
+) -> FastAPI:
+    """The app; ``request_log`` is the server log's hook (one call per v1 request), ``event_stream``
+    the streams' polling and keep-alive (the defaults unless a test shortens them)."""
     base = fake.contract["base_path"]
     app = _FakeLucyApp(
         title="Fake Lucy Agent Memory",
@@ -124,7 +132,8 @@ def create_app(fake: FakeLucy) -> FastAPI:
         telemetry={"tracing": False, "metrics": False, "logs": False},
     )
     app.state.fake = fake
-    pipeline = V1Pipeline(fake)
+    pipeline = V1Pipeline(fake, request_log)
+    stream = event_stream or EventStream(fake)
     v1_document = json_bytes(v1_openapi(fake))
     control_document = json_bytes(control_openapi(fake))
 
@@ -157,7 +166,9 @@ def create_app(fake: FakeLucy) -> FastAPI:
     app.add_api_route("/healthz", healthz, methods=["GET"], include_in_schema=False)
     app.add_api_route("/openapi.json", openapi_v1, methods=["GET"], include_in_schema=False)
     app.add_api_route("/_fake/openapi.json", openapi_control, methods=["GET"], include_in_schema=False)
-    app.include_router(control_router(fake))
+    app.include_router(control_router(fake, stream))
+    app.include_router(console_router(fake, stream))
+    app.add_api_route(CONSOLE, console_root, methods=["GET"], include_in_schema=False)
 
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, StarletteHTTPException)
@@ -188,4 +199,6 @@ def create_app(fake: FakeLucy) -> FastAPI:
 def create_app_from_environment() -> FastAPI:
     """Factory for uvicorn workers: settings from ``FAKE_LUCY_*`` (the parent initialised the DB)."""
     settings: FakeLucySettings = load_settings()
-    return create_app(FakeLucy(settings, initialise=False))
+    return create_app(
+        FakeLucy(settings, initialise=False), request_log=None if settings.quiet else RequestLogger()
+    )

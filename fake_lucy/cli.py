@@ -17,10 +17,13 @@ from pathlib import Path
 import uvicorn
 from pydantic import ValidationError
 
-from fake_lucy import __version__
+from fake_lucy import __version__, operator_cli
 from fake_lucy.app import create_app
+from fake_lucy.domain import sessions
 from fake_lucy.domain.seed import DEFAULT_ADMIN_TOKEN, DEV_TOKEN
+from fake_lucy.http.console import PREFIX as CONSOLE
 from fake_lucy.runtime import FakeLucy, SeedMismatchError
+from fake_lucy.server_log import RequestLogger
 from fake_lucy.settings import FakeLucySettings, load_settings
 from fake_lucy.snapshot_file import export_file, import_file
 from lucy_memory._contract import PERMISSIONS
@@ -54,7 +57,10 @@ def mcp_host_configuration(base_url: str) -> dict[str, object]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="fake-lucy", description="A fake of Lucy Agent Memory HTTP v1.")
+    parser = argparse.ArgumentParser(
+        prog="fake-lucy",
+        description="A fake of Lucy Agent Memory HTTP v1: run it (serve) and review and steer a running one.",
+    )
     parser.add_argument("--version", action="version", version=f"fake-lucy {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="run the fake (every option also FAKE_LUCY_<NAME>)")
@@ -77,6 +83,10 @@ def _parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="on SIGTERM or SIGINT, write a snapshot to FILE (atomically) before exiting",
     )
+    serve.add_argument(
+        "--quiet", action="store_true", default=None, help="no server log (one line per v1 request on stderr)"
+    )
+    operator_cli.add_commands(commands)
     return parser
 
 
@@ -87,11 +97,22 @@ _SEEDING: dict[str, str] = {
 }
 
 
+def _console_line(settings: FakeLucySettings, fake: FakeLucy, origin: str) -> str:
+    """``console: <url>``: on a loopback bind a one-time login link (single use, 10 minutes)."""
+    if not fake.loopback:
+        return f"  console:      {origin}{CONSOLE}/   (log in with the admin token)"
+    with fake.db.write() as conn:
+        token = sessions.create_link(conn)
+    return f"  console:      {origin}{CONSOLE}/login/{token}   (one-time login link, 10 minutes)"
+
+
 def _announce(settings: FakeLucySettings, fake: FakeLucy) -> None:
     host = settings.host if ":" not in settings.host else f"[{settings.host}]"
+    origin = f"http://{host}:{settings.port}"
     lines = [
-        f"fake-lucy {__version__} on http://{host}:{settings.port} (database {settings.database})",
-        f"  v1 base URL:  http://{host}:{settings.port}   (API under {fake.contract['base_path']})",
+        f"fake-lucy {__version__} on {origin} (database {settings.database})",
+        f"  v1 base URL:  {origin}   (API under {fake.contract['base_path']})",
+        _console_line(settings, fake, origin),
     ]
     refused = "" if fake.loopback else "   REFUSED here (401): not a loopback address"
     if settings.seed is None:
@@ -171,7 +192,7 @@ def _run(settings: FakeLucySettings, fake: FakeLucy) -> None:
     _announce(settings, fake)
     if settings.workers == 1:
         config = uvicorn.Config(
-            create_app(fake),
+            create_app(fake, request_log=None if settings.quiet else RequestLogger()),
             host=settings.host,
             port=settings.port,
             http=PROTOCOL,
@@ -204,8 +225,10 @@ def _run(settings: FakeLucySettings, fake: FakeLucy) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
     args = _parser().parse_args(argv)
+    if args.command != "serve":
+        return operator_cli.run(args)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
     overrides = {k: v for k, v in vars(args).items() if k != "command"}
     try:
         settings = load_settings(**overrides)

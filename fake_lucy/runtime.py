@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import Any, Literal
 
+from fake_lucy.domain import clock, events
 from fake_lucy.domain import seed as seeding
 from fake_lucy.domain.ids import IdFactory
 from fake_lucy.settings import FakeLucySettings, is_loopback
@@ -108,6 +109,7 @@ class FakeLucy:
         started = time.perf_counter()
         with self.db.write() as conn:
             seeding.reset(conn, self.ids, self.seed)
+            events.emit(conn, "reset", {}, at=clock.now(conn), tenant=None)
         return (time.perf_counter() - started) * 1000
 
     def db_files(self) -> list[Path]:

@@ -28,6 +28,7 @@ class FakeLucySettings(BaseSettings):
     journal_size: int = Field(default=10_000, ge=1, le=10_000_000)
     idempotency_ttl_seconds: int = Field(default=86_400, ge=1, le=31_536_000)
     reset_on_start: bool = False
+    quiet: bool = False  # no server log (one line per v1 request on stderr)
     admin_token: SecretStr | None = None
     admin_token_file: Path | None = None
     import_file: Path | None = None  # a snapshot loaded at start (SPEC 3.9)

@@ -201,5 +201,5 @@ def delete_memory(conn: sqlite3.Connection, memory_id: str, *, scope: AdminScope
 
 
 def restore_memory(conn: sqlite3.Connection, memory_id: str, *, scope: AdminScope = SERVER) -> MemoryRecord:
-    _memory_in_reach(conn, memory_id, scope)
-    return lifecycle.restore_memory(conn, memory_id)
+    head = _memory_in_reach(conn, memory_id, scope)
+    return lifecycle.restore_memory(conn, memory_id, now=clock.now(conn, head.tenant_id))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 
+from fake_lucy.domain import events
 from fake_lucy.domain.errors import DomainError
 
 __all__ = [
@@ -51,7 +52,29 @@ def charge(
         " VALUES (?, ?, ?, ?, -1, ?, ?)",
         (account, tenant, request_id, operation, remaining, at),
     )
+    _changed(conn, account, -1, remaining, operation, request_id, at=at, tenant=tenant)
     return remaining
+
+
+def _changed(
+    conn: sqlite3.Connection,
+    account: str,
+    amount: int,
+    balance: int,
+    operation: str,
+    request_id: str,
+    *,
+    at: str,
+    tenant: str | None,
+) -> None:
+    data = {
+        "account": account,
+        "amount": amount,
+        "balance": balance,
+        "operation": operation,
+        "request_id": request_id,
+    }
+    events.emit(conn, "credits.changed", data, at=at, tenant=tenant)
 
 
 def set_balance(
@@ -62,8 +85,10 @@ def set_balance(
     if row is None:
         raise DomainError("not_found", "no account has this id")
     conn.execute("UPDATE accounts SET balance = ? WHERE id = ?", (new_balance, account))
+    amount = new_balance - int(row[0])
     conn.execute(
         "INSERT INTO ledger (account_id, tenant_id, request_id, operation, amount, balance_after, at)"
         " VALUES (?, ?, ?, 'admin_set', ?, ?, ?)",
         (account, row[1], request_id, new_balance - int(row[0]), new_balance, at),
     )
+    _changed(conn, account, amount, new_balance, "admin_set", request_id, at=at, tenant=row[1])

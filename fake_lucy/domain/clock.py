@@ -18,6 +18,7 @@ import sqlite3
 import time
 from datetime import UTC, datetime
 
+from fake_lucy.domain import events
 from fake_lucy.domain.epochs import bump_auth_epoch
 from fake_lucy.domain.errors import DomainError, invalid_field
 
@@ -192,7 +193,15 @@ def advance(conn: sqlite3.Connection, seconds: float, tenant: str | None = None)
         )
     _store(conn, tenant, current + step, frozen is not None, real)
     bump_auth_epoch(conn)
-    return state(conn, tenant)
+    return _changed(conn, tenant)
+
+
+def _changed(conn: sqlite3.Connection, tenant: str | None) -> dict[str, object]:
+    """The clock's new state, announced as a ``clock.changed`` event (the server clock's is
+    server-wide: every tenant that follows it moved too)."""
+    current = state(conn, tenant)
+    events.emit(conn, "clock.changed", current, at=str(current["now"]), tenant=tenant)
+    return current
 
 
 def set_clock(
@@ -217,7 +226,7 @@ def set_clock(
         _bring_tenants_up(conn, None if now is None else target, frozen, real)
     _store(conn, tenant, target, keep_frozen, real)
     bump_auth_epoch(conn)
-    return state(conn, tenant)
+    return _changed(conn, tenant)
 
 
 def _bring_tenants_up(conn: sqlite3.Connection, floor_us: int | None, frozen: bool | None, real: int) -> None:

@@ -17,6 +17,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
+from fake_lucy.domain import events
 from fake_lucy.domain.epochs import bump_index_epoch
 from fake_lucy.domain.errors import DomainError, invalid_field
 from fake_lucy.domain.ids import IdFactory
@@ -79,12 +80,40 @@ class Placeholder:
 def expire_due(conn: sqlite3.Connection, tenant: str, now: str) -> None:
     """Persist the effective status: every pending proposal of ``tenant`` past ``expires_at``
     (``now`` is the tenant's clock) becomes expired."""
-    conn.execute(
+    expired = conn.execute(
         "UPDATE proposals SET status = 'expired', reason = 'expired',"
         " decided_at = expires_at, updated_at = expires_at"
-        " WHERE status = 'pending' AND expires_at <= ? AND tenant_id = ?",
+        " WHERE status = 'pending' AND expires_at <= ? AND tenant_id = ? RETURNING id",
         (now, tenant),
-    )
+    ).fetchall()
+    for (proposal_id,) in expired:
+        _decided(conn, proposal_id, tenant, "expired", "expiry", now=now)
+
+
+def _decided(
+    conn: sqlite3.Connection,
+    proposal_id: str,
+    tenant: str,
+    status: str,
+    decided_by: str,
+    *,
+    now: str,
+    memory: tuple[str, int] | None = None,
+) -> None:
+    data = {
+        "proposal_id": proposal_id,
+        "status": status,
+        "decided_by": decided_by,
+        "memory": None if memory is None else {"id": memory[0], "version": memory[1]},
+    }
+    events.emit(conn, "proposal.decided", data, at=now, tenant=tenant)
+
+
+def _memory_changed(
+    conn: sqlite3.Connection, memory_id: str, version: int, change: str, *, tenant: str, now: str
+) -> None:
+    data = {"memory_id": memory_id, "version": version, "change": change}
+    events.emit(conn, "memory.changed", data, at=now, tenant=tenant)
 
 
 def _active_topic_owner(conn: sqlite3.Connection, tenant: str, scope: Scope, topic: str) -> str | None:
@@ -240,8 +269,19 @@ def create_proposal(
         ),
     )
     record = load_proposal(conn, proposal_id)
-    if secret is None and _auto_approves(principal.auto_approve, body["kind"]):
-        return approve(conn, ids, record, now=now)
+    created = {
+        "proposal_id": proposal_id,
+        "status": status,
+        "kind": record.kind,
+        "scope": {"kind": record.scope_kind, "id": record.scope_id},
+        "account": record.account_id,
+        "credential_id": record.credential_id,
+    }
+    events.emit(conn, "proposal.created", created, at=now, tenant=record.tenant_id)
+    if secret is not None:
+        _decided(conn, proposal_id, record.tenant_id, status, "policy", now=now)
+    elif _auto_approves(principal.auto_approve, body["kind"]):
+        return approve(conn, ids, record, now=now, decided_by="policy")
     return record
 
 
@@ -314,18 +354,24 @@ def clear_index(conn: sqlite3.Connection, tenant: str, *, drop: bool = False) ->
     bump_index_epoch(conn)
 
 
-def approve(conn: sqlite3.Connection, ids: IdFactory, record: ProposalRecord, *, now: str) -> ProposalRecord:
+def approve(
+    conn: sqlite3.Connection, ids: IdFactory, record: ProposalRecord, *, now: str, decided_by: str = "admin"
+) -> ProposalRecord:
     """Approve a pending proposal: a new memory (version 1) or version n+1 of its target."""
     _require_pending(record, "approved")
     if record.replaces_memory_id is not None:
         memory_id, version = _approve_replacement(conn, record, record.replaces_memory_id, now=now)
+        change = "superseded"
     else:
         memory_id, version = _approve_new(conn, ids, record, now=now)
+        change = "created"
     conn.execute(
         "UPDATE proposals SET status = 'approved', memory_id = ?, memory_version = ?,"
         " decided_at = ?, updated_at = ? WHERE id = ?",
         (memory_id, version, now, now, record.id),
     )
+    _memory_changed(conn, memory_id, version, change, tenant=record.tenant_id, now=now)
+    _decided(conn, record.id, record.tenant_id, "approved", decided_by, now=now, memory=(memory_id, version))
     _supersede_competitors(conn, record, memory_id, version, now)
     return load_proposal(conn, record.id)
 
@@ -383,16 +429,18 @@ def _supersede_competitors(
 ) -> None:
     if record.target_key is None:
         return
-    conn.execute(
+    superseded = conn.execute(
         "UPDATE proposals SET status = 'superseded', reason = 'superseded', reason_detail = ?,"
-        " decided_at = ?, updated_at = ? WHERE target_key = ? AND status = 'pending'",
+        " decided_at = ?, updated_at = ? WHERE target_key = ? AND status = 'pending' RETURNING id",
         (
             f"superseded by proposal {record.id}, approved as {memory_id} version {version}",
             now,
             now,
             record.target_key,
         ),
-    )
+    ).fetchall()
+    for (proposal_id,) in superseded:
+        _decided(conn, proposal_id, record.tenant_id, "superseded", "supersession", now=now)
 
 
 def create_memory(
@@ -449,6 +497,7 @@ def _decide(
         " decided_at = ?, updated_at = ? WHERE id = ?",
         (status, reason, reason_detail, expires_at, now, now, record.id),
     )
+    _decided(conn, record.id, record.tenant_id, status, "admin", now=now)
     return load_proposal(conn, record.id)
 
 
@@ -473,15 +522,19 @@ def delete_memory(conn: sqlite3.Connection, memory_id: str, *, now: str) -> Memo
         (memory_id, head.version),
     )
     _delete_fts(conn, head.tenant_id, head.seq)
-    conn.execute(
+    _memory_changed(conn, memory_id, head.version, "deleted", tenant=head.tenant_id, now=now)
+    superseded = conn.execute(
         "UPDATE proposals SET status = 'superseded', reason = 'target_deleted',"
-        " reason_detail = ?, decided_at = ?, updated_at = ? WHERE target_key = ? AND status = 'pending'",
+        " reason_detail = ?, decided_at = ?, updated_at = ? WHERE target_key = ? AND status = 'pending'"
+        " RETURNING id",
         (f"memory {memory_id} was deleted by an administrator", now, now, "m:" + memory_id),
-    )
+    ).fetchall()
+    for (proposal_id,) in superseded:
+        _decided(conn, proposal_id, head.tenant_id, "superseded", "supersession", now=now)
     return _load_memory(conn, memory_id)
 
 
-def restore_memory(conn: sqlite3.Connection, memory_id: str) -> MemoryRecord:
+def restore_memory(conn: sqlite3.Connection, memory_id: str, *, now: str) -> MemoryRecord:
     head = _load_memory(conn, memory_id)
     if head.status != "deleted":
         raise DomainError(
@@ -496,4 +549,5 @@ def restore_memory(conn: sqlite3.Connection, memory_id: str) -> MemoryRecord:
         (memory_id, head.version),
     )
     _insert_fts(conn, head.seq, head.tenant_id, scope, head.content, head.topic)
+    _memory_changed(conn, memory_id, head.version, "restored", tenant=head.tenant_id, now=now)
     return _load_memory(conn, memory_id)

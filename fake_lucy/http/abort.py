@@ -16,12 +16,21 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-__all__ = ["ABORT_EXTENSION", "ABORT_MESSAGE", "DropConnection", "NoAnswer", "client_gone"]
+__all__ = [
+    "ABORT_EXTENSION",
+    "ABORT_MESSAGE",
+    "SHUTDOWN_EXTENSION",
+    "DropConnection",
+    "NoAnswer",
+    "client_gone",
+]
 
 log = logging.getLogger("fake_lucy")
 
 ABORT_EXTENSION = "fake_lucy.abort"
 ABORT_MESSAGE = "fake_lucy.abort"
+# {"event": asyncio.Event} set when the server shuts down (see ``uvicorn_protocol``)
+SHUTDOWN_EXTENSION = "fake_lucy.shutdown"
 
 
 class DropConnection(Response):

@@ -25,6 +25,7 @@ from fake_lucy.domain.policy import policy_dict
 from fake_lucy.domain.records import journal_dict, ledger_dict, memory_dict, proposal_dict
 from fake_lucy.http import cursors, inputs
 from fake_lucy.http.abort import client_gone
+from fake_lucy.http.events import EventStream, last_event_id
 from fake_lucy.http.problems import JSON, ProblemError, json_bytes, problem_response, schema_problem
 from fake_lucy.runtime import FakeLucy
 from fake_lucy.store.queries import Page
@@ -406,6 +407,18 @@ class ControlApi:
             return Response(status_code=status, headers=headers)
         return Response(json_bytes(payload), status_code=status, headers=headers, media_type=JSON)
 
+    async def events(self, request: Request, stream: EventStream) -> Response:
+        """``GET /_fake/events``: the event stream (SPEC 3.7); a stream, so outside ``run``."""
+        request_id = random_request_id()
+        try:
+            self._authorise(request)
+            resume = last_event_id(request.headers, request.query_params)
+        except DomainError as error:
+            return problem_response(error, request_id)
+        response = stream.response(request.scope, resume, tenant=None)
+        response.headers["Lucy-Request-Id"] = request_id
+        return response
+
 
 _ROUTES: list[tuple[str, str, str | None, _Handler]] = [
     ("POST", "/reset", None, _reset),
@@ -443,9 +456,15 @@ _ROUTES: list[tuple[str, str, str | None, _Handler]] = [
 ]
 
 
-def control_router(fake: FakeLucy) -> APIRouter:
+def control_router(fake: FakeLucy, stream: EventStream | None = None) -> APIRouter:
     api = ControlApi(fake)
     router = APIRouter(prefix="/_fake")
+    event_stream = stream or EventStream(fake)
+
+    async def events(request: Request) -> Response:
+        return await api.events(request, event_stream)
+
+    router.add_api_route("/events", events, methods=["GET"], include_in_schema=False)
     contract = load_contract("fake-control")["operations"].values()
     operations = {(op["method"], op["path"]): op for op in contract}
     for method, path, schema, handler in _ROUTES:

@@ -12,7 +12,8 @@ import asyncio
 import functools
 import hashlib
 import sqlite3
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +23,7 @@ from starlette.responses import Response
 from fake_lucy.domain import (
     billing,
     clock,
+    events,
     faults,
     findings,
     idempotency,
@@ -34,7 +36,7 @@ from fake_lucy.domain import journal as journaling
 from fake_lucy.domain.errors import DomainError
 from fake_lucy.domain.ids import random_request_id
 from fake_lucy.domain.principals import Principal, PrincipalCache, Scope
-from fake_lucy.domain.records import proposal_dict
+from fake_lucy.domain.records import journal_dict, proposal_dict
 from fake_lucy.http import inputs
 from fake_lucy.http.abort import DropConnection, client_gone
 from fake_lucy.http.problems import (
@@ -66,6 +68,11 @@ __all__ = ["V1Pipeline"]
 _SCHEMA = {"recall": "recall-request.schema.json", "propose": "propose-request.schema.json"}
 _MAX_SUBJECT = 255  # a proposal id longer than this is kept by its hash
 
+# The server log's hook (``fake-lucy serve`` without ``--quiet``): called once per v1 request with
+# its operation, its journal row (None before authentication), its status (None: dropped) and the
+# milliseconds it took.
+RequestLog = Callable[[str, "journaling.JournalRow | None", "int | None", float], None]
+
 
 @dataclass(slots=True)
 class _Call:
@@ -90,8 +97,9 @@ class _Call:
 
 
 class V1Pipeline:
-    def __init__(self, fake: FakeLucy) -> None:
+    def __init__(self, fake: FakeLucy, log: RequestLog | None = None) -> None:
         self.fake = fake
+        self.log = log
         self.max_body = int(fake.contract["max_body_bytes"])
         self.principals = PrincipalCache()
         self.recall_cache = recall.RecallCache()
@@ -103,6 +111,22 @@ class V1Pipeline:
     # -- the whole pipeline ------------------------------------------------------------------
 
     async def handle(self, request: Request, operation: str, proposal_id: str | None = None) -> Response:
+        if self.log is None:
+            return await self._handle(request, operation, proposal_id, None)
+        started = time.perf_counter()
+        logged: list[journaling.JournalRow] = []
+        response = await self._handle(request, operation, proposal_id, logged)
+        status = None if isinstance(response, DropConnection) else response.status_code
+        self.log(operation, logged[0] if logged else None, status, (time.perf_counter() - started) * 1000)
+        return response
+
+    async def _handle(
+        self,
+        request: Request,
+        operation: str,
+        proposal_id: str | None,
+        logged: list[journaling.JournalRow] | None,
+    ) -> Response:
         arrived_us = clock.real_us()
         request_id = random_request_id()
         incoming = inputs.header_map(request.scope)
@@ -143,6 +167,8 @@ class V1Pipeline:
             proposal_id=proposal_id,
             secret_key=secret_key,
         )
+        if logged is not None:
+            logged.append(call.journal)
         code: str | None = None
         try:
             response = await self._steps(call, proposal_id)
@@ -164,9 +190,16 @@ class V1Pipeline:
         else:
             call.journal.status = response.status_code
         with self.fake.db.write() as conn:
-            journaling.append(conn, call.journal, max_rows=self.fake.settings.journal_size)
+            self._journal(conn, call)
             self._observe(conn, call, code, response.headers.get("retry-after"))
         return response
+
+    def _journal(self, conn: sqlite3.Connection, call: _Call) -> None:
+        """The request's journal row and its ``request`` event, in the caller's transaction."""
+        journaling.append(conn, call.journal, max_rows=self.fake.settings.journal_size)
+        events.emit(
+            conn, "request", journal_dict(call.journal), at=call.journal.at, tenant=call.principal.tenant_id
+        )
 
     def _observe(
         self, conn: sqlite3.Connection, call: _Call, code: str | None, retry_after: str | None
@@ -197,13 +230,18 @@ class V1Pipeline:
             clock_us=call.now_us,
             body_sha256=journal.body_sha256,
         )
-        return findings.observe(
+        recorded = findings.observe(
             conn,
             observation,
             at=journal.at,
             id_seed=self.fake.ids.seed,
             max_polls=self.fake.settings.journal_size,
         )
+        for finding in recorded:
+            events.emit(
+                conn, "finding", findings.finding_dict(finding), at=finding.at, tenant=finding.tenant_id
+            )
+        return recorded
 
     async def _steps(self, call: _Call, proposal_id: str | None) -> Response:
         self._rate_limit(call, take=False)  # the headers for a refusal at steps 4 and 5
@@ -254,13 +292,16 @@ class V1Pipeline:
     def _fault(self, call: _Call, phase: str) -> None:
         if not call.faults_armed:
             return
-        fault = faults.take(
-            self.conn,
-            operation=call.operation,
-            tenant=call.principal.tenant_id,
-            credential_id=call.principal.credential_id,
-            phase=phase,
-        )
+        with self.fake.db.write() as conn:  # the take and its event together
+            fault = faults.take(
+                conn,
+                operation=call.operation,
+                tenant=call.principal.tenant_id,
+                credential_id=call.principal.credential_id,
+                phase=phase,
+            )
+            if fault is not None:
+                self._fired(conn, call, fault, phase)
         if fault is None:
             return
         call.journal.fault_id = fault.id
@@ -272,6 +313,16 @@ class V1Pipeline:
         if fault.retry_after is not None:
             headers["Retry-After"] = str(fault.retry_after)
         raise _Injected(fault, headers)
+
+    def _fired(self, conn: sqlite3.Connection, call: _Call, fault: faults.Fault, phase: str) -> None:
+        data = {
+            "fault_id": fault.id,
+            "operation": call.operation,
+            "status": fault.status,
+            "phase": phase,
+            "request_id": call.request_id,
+        }
+        events.emit(conn, "fault.fired", data, at=clock.now(conn), tenant=call.principal.tenant_id)
 
     def _rate_limit(self, call: _Call, *, take: bool = True) -> None:
         """Step 6; while a limit is set every response after step 3 carries the headers."""
@@ -382,7 +433,7 @@ class V1Pipeline:
             return
         call.journal.status = status
         call.journal.charged = True
-        journaling.append(conn, call.journal, max_rows=self.fake.settings.journal_size)
+        self._journal(conn, call)
         self._observe(conn, call, None, None)
         call.journaled = True
 
@@ -491,6 +542,7 @@ class V1Pipeline:
                 )
             if held is None:
                 return self._execute_propose(conn, call, body, body_hash, secret, tx)
+            self._fired(conn, call, held, "in_flight")
             call.journal.fault_id = held.id
             call.headers["Fake-Lucy-Fault"] = held.id
             call.delay_ms = held.delay_ms or 0

@@ -7,6 +7,10 @@ with a ``text/plain`` "Invalid HTTP request received." Such a request never reac
 fake answers it here: 400 ``malformed_request``, or 431 ``request_header_fields_too_large`` when
 h11 gives that hint (the receive buffer outgrew its limit), as ``application/problem+json`` with
 ``Lucy-Request-Id`` and ``Fake-Lucy-Version``, then closes the connection.
+
+It also offers ``fake_lucy.shutdown``: an ``asyncio.Event`` set when the server shuts down, so that
+a response that never ends by itself (the event stream) ends then, and uvicorn's graceful shutdown
+does not wait for it forever.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from uvicorn.protocols.http.h11_impl import STATUS_PHRASES, H11Protocol
 
 from fake_lucy import __version__
 from fake_lucy.domain.ids import random_request_id
-from fake_lucy.http.abort import ABORT_EXTENSION, ABORT_MESSAGE
+from fake_lucy.http.abort import ABORT_EXTENSION, ABORT_MESSAGE, SHUTDOWN_EXTENSION
 from fake_lucy.http.problems import PROBLEM, json_bytes, problem_body
 
 __all__ = ["AbortingH11Protocol", "parser_refusal"]
@@ -31,13 +35,18 @@ __all__ = ["AbortingH11Protocol", "parser_refusal"]
 class _AbortingApp:
     """Wraps the app for one connection: adds the extension, and closes the socket on abort."""
 
-    def __init__(self, app: Any, protocol: H11Protocol) -> None:
+    def __init__(self, app: Any, protocol: AbortingH11Protocol) -> None:
         self.app = app
         self.protocol = protocol
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        scope = {**scope, "extensions": {**(scope.get("extensions") or {}), ABORT_EXTENSION: {}}}
         protocol = self.protocol
+        extensions = {
+            **(scope.get("extensions") or {}),
+            ABORT_EXTENSION: {},
+            SHUTDOWN_EXTENSION: {"event": protocol.closing},
+        }
+        scope = {**scope, "extensions": extensions}
 
         async def send_or_abort(message: Any) -> None:
             if message["type"] == ABORT_MESSAGE:
@@ -85,6 +94,11 @@ class AbortingH11Protocol(H11Protocol):
         configured = self.config.h11_max_incomplete_event_size
         self.max_header_bytes = DEFAULT_MAX_INCOMPLETE_EVENT_SIZE if configured is None else configured
         self.conn = _RememberingConnection(h11.SERVER, self.max_header_bytes)
+        self.closing = asyncio.Event()
+
+    def shutdown(self) -> None:
+        self.closing.set()
+        super().shutdown()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # asyncio sets TCP_NODELAY only on sockets created with proto=IPPROTO_TCP; a socket handed

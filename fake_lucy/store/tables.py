@@ -282,6 +282,40 @@ class StatusPoll(SQLModel, table=True):
     clock_us: int  # server clock
 
 
+class Event(SQLModel, table=True):
+    """The event stream (SPEC 3.7), one row per change, written in the transaction of the change,
+    so ``seq`` (never reused: AUTOINCREMENT, reset keeps the table) is the commit order across
+    every worker. ``data`` is the event's JSON object. Bounded like the journal."""
+
+    __tablename__ = "events"
+    __table_args__ = {"sqlite_autoincrement": True}
+    seq: int | None = Field(default=None, primary_key=True)
+    type: str
+    tenant_id: str | None = None
+    at: str
+    data: str
+
+
+class ConsoleSession(SQLModel, table=True):
+    """A review console session (SPEC 3.10): the cookie's id only as its SHA-256. Wall-clock
+    microseconds, not the server clock: advancing the fake's clock logs nobody out. Reset keeps it."""
+
+    __tablename__ = "console_sessions"
+    id_sha256: str = Field(primary_key=True)
+    tenant_id: str | None = None
+    created_us: int
+    seen_us: int
+
+
+class ConsoleLink(SQLModel, table=True):
+    """A one-time console login link (``fake-lucy serve`` prints it): deleted when used."""
+
+    __tablename__ = "console_links"
+    token_sha256: str = Field(primary_key=True)
+    tenant_id: str | None = None
+    expires_us: int
+
+
 metadata = SQLModel.metadata
 
 

@@ -17,7 +17,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from fake_lucy.testing.admin import AdminError, FakeAdmin
+    from fake_lucy.testing.admin import AdminError, AdminEvent, EventWatch, FakeAdmin
     from fake_lucy.testing.clients import (
         RecordedWaits,
         RecordingAgentMemoryClient,
@@ -32,6 +32,8 @@ if TYPE_CHECKING:
 # fake, FastAPI and uvicorn for a run that never uses them.
 _HOMES = {
     "AdminError": "fake_lucy.testing.admin",
+    "AdminEvent": "fake_lucy.testing.admin",
+    "EventWatch": "fake_lucy.testing.admin",
     "FakeAdmin": "fake_lucy.testing.admin",
     "InProcessFake": "fake_lucy.testing.fakes",
     "LiveServer": "fake_lucy.testing.fakes",
@@ -45,6 +47,8 @@ _HOMES = {
 
 __all__ = [
     "AdminError",
+    "AdminEvent",
+    "EventWatch",
     "FakeAdmin",
     "InProcessFake",
     "InProcessTransport",

@@ -2,14 +2,75 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import json
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from typing import Any
 
+import anyio
 import httpx
 
 from lucy_memory._contract import PERMISSIONS
 
-__all__ = ["AdminError", "FakeAdmin"]
+__all__ = ["AdminError", "AdminEvent", "EventWatch", "FakeAdmin"]
+
+
+@dataclass(frozen=True, slots=True)
+class AdminEvent:
+    """One event of ``GET /_fake/events`` (SPEC 3.7)."""
+
+    id: int
+    type: str
+    at: str
+    tenant: str | None
+    data: dict[str, Any]
+
+
+class EventWatch:
+    """An open event stream: ``await watch.wait_for(type, **data)`` returns the next matching event."""
+
+    def __init__(self, lines: AsyncIterator[str]) -> None:
+        self._lines = lines
+        self.seen: list[AdminEvent] = []
+
+    async def next(self) -> AdminEvent:
+        """The next event of the stream (comments skipped)."""
+        data: list[str] = []
+        async for line in self._lines:
+            if line == "":
+                if data:
+                    body = json.loads("\n".join(data))
+                    event = AdminEvent(body["id"], body["type"], body["at"], body["tenant"], body["data"])
+                    self.seen.append(event)
+                    return event
+                continue
+            field, _, value = line.partition(":")
+            if field == "data":
+                data.append(value.removeprefix(" "))
+        raise EOFError("the event stream ended")
+
+    async def wait_for(
+        self,
+        type_: str,
+        *,
+        timeout: float = 5.0,  # noqa: ASYNC109 - SPEC 3.7 names the call: wait_for(type, timeout=…)
+        **data: Any,
+    ) -> AdminEvent:
+        """The next event of ``type_`` whose data has the given values; ``TimeoutError`` after
+        ``timeout`` seconds."""
+        try:
+            with anyio.fail_after(timeout):
+                while True:
+                    event = await self.next()
+                    if event.type == type_ and all(event.data.get(k) == v for k, v in data.items()):
+                        return event
+        except TimeoutError:
+            raise TimeoutError(f"no {type_} event{_described(data)} within {timeout} s") from None
+
+
+def _described(data: dict[str, Any]) -> str:
+    return "" if not data else " with " + ", ".join(f"{k}={v!r}" for k, v in data.items())
 
 
 class AdminError(Exception):
@@ -75,6 +136,45 @@ class FakeAdmin:
         if response.status_code >= 400:
             raise AdminError(response.status_code, response.json())
         return None if response.status_code == 204 else response.json()
+
+    @contextlib.asynccontextmanager
+    async def watch(self, after: int | None = None) -> AsyncIterator[EventWatch]:
+        """The event stream from now on (or after the event id ``after``), open for the block:
+
+        ```python
+        async with admin.watch() as events:
+            ...  # make the change
+            created = await events.wait_for("proposal.created", timeout=1)
+        ```
+        """
+        headers = {"Accept": "text/event-stream"}
+        if after is not None:
+            headers["Last-Event-ID"] = str(after)
+        async with contextlib.AsyncExitStack() as stack:
+            http = self.http
+            if http is None:
+                assert self._factory is not None
+                http = await stack.enter_async_context(self._factory())
+            response = await stack.enter_async_context(
+                http.stream("GET", "/_fake/events", headers=headers, timeout=None)
+            )
+            if response.status_code >= 400:
+                await response.aread()
+                raise AdminError(response.status_code, response.json())
+            yield EventWatch(response.aiter_lines())
+
+    async def wait_for(
+        self,
+        type_: str,
+        *,
+        timeout: float = 5.0,  # noqa: ASYNC109 - SPEC 3.7 names the call: wait_for(type, timeout=…)
+        after: int | None = None,
+        **data: Any,
+    ) -> AdminEvent:
+        """The first event of ``type_`` (with the given data values) from now on, or after the event
+        id ``after``. A change made before this call is seen only with ``after`` (or ``watch``)."""
+        async with self.watch(after) as events:
+            return await events.wait_for(type_, timeout=timeout, **data)
 
     async def reset(self) -> dict[str, Any]:
         result: dict[str, Any] = await self.call("POST", "/reset")

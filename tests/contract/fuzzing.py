@@ -154,6 +154,23 @@ def repair_positive_headers(case: schemathesis.Case) -> None:
             case.headers[name] = rule[1]
 
 
+NEGATIVE_REJECTIONS = [
+    "400",
+    "401",
+    "403",
+    "404",
+    "405",
+    "406",
+    "409",
+    "413",
+    "415",
+    "422",
+    "428",
+    "429",
+    "5xx",
+]
+
+
 def fuzz_config(security_scheme: str, token: str) -> schemathesis.Config:
     """Authenticated, exactly ``CHECKS``, the profile's example count, no example database on disk."""
     generation: dict[str, Any] = {"max-examples": PROFILE.max_examples, "database": "none"}

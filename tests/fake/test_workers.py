@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from fake_lucy.testing import FakeAdmin, ServeProcess
+from fake_lucy.testing.admin import EventWatch
 from tests.conftest import HOOKS
 from tests.fake.test_billing import assert_parallel_spending_stops_at_zero
 from tests.fake.test_idempotency import assert_in_flight_conflict, assert_one_key_under_concurrency
@@ -199,3 +200,26 @@ async def test_a_deleted_tenants_tokens_are_refused_at_once_by_both_workers(
         for client, _ in clients:
             assert (await client.post(V1 + "/recall", json={"query": "x"}, headers=v1)).status_code == 401
             assert (await client.get("/_fake/clock", headers=control)).status_code == 401
+
+
+async def test_a_console_session_and_the_event_stream_span_both_workers(served: ServeProcess) -> None:
+    """Issue 14, must-hold 2 and 6: a session started on one worker works on the other, and a
+    stream served by either worker delivers a proposal made on the other."""
+    console = "/_fake/console"
+    origin = {"Origin": served.base_url}
+    admin = {"Authorization": f"Bearer {served.admin_token}", "Accept": "text/event-stream"}
+    async with contextlib.AsyncExitStack() as stack:
+        (one, one_pid), (other, other_pid) = await clients_on_both_workers(served, stack, 2)
+        assert one_pid != other_pid
+        login = await one.post(console + "/login", data={"token": served.admin_token}, headers=origin)
+        assert login.status_code == 303
+        other.cookies.set("fake_lucy_console", login.cookies["fake_lucy_console"])
+        page = await other.get(console + "/")
+        assert page.status_code == 200
+        assert "Review queue" in page.text
+        for streaming, making in ((one, other), (other, one)):
+            async with streaming.stream("GET", "/_fake/events", headers=admin) as response:
+                watch = EventWatch(response.aiter_lines())
+                created = (await propose(making)).json()["proposal"]
+                event = await watch.wait_for("proposal.created", timeout=1, proposal_id=created["id"])
+                assert event.data["proposal_id"] == created["id"]

@@ -1,0 +1,210 @@
+"""What the reviewer's pages show, one function per page (SPEC 3.10), over the same listings as
+the control API (``domain.admin``). Each runs in the caller's write transaction (listing proposals
+persists due expiries) and takes the session's tenant scope: ``None`` is the server admin's view."""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from fake_lucy.domain import admin, clock, events, faults, policy
+from fake_lucy.store import review
+from fake_lucy.store.records import JournalRow, LedgerRecord, MemoryRecord, ProposalRecord, TenantPolicy
+from fake_lucy.store.review import AccountRow, VersionText
+
+__all__ = [
+    "Chain",
+    "CreditsView",
+    "Listing",
+    "QueueItem",
+    "QueueView",
+    "SettingsView",
+    "credits",
+    "memories",
+    "proposals",
+    "queue",
+    "request_chains",
+    "settings",
+]
+
+QUEUE_PAGE = 50
+REQUESTS_SHOWN = 150
+LEDGER_SHOWN = 500  # for the charts; the table shows the newest LEDGER_LISTED
+LEDGER_LISTED = 100
+ACCOUNTS_SHOWN = 200
+TENANTS_SHOWN = 200
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class QueueItem:
+    proposal: ProposalRecord
+    replaced: VersionText | None  # the version a replacement would supersede (if it still exists)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueView:
+    items: list[QueueItem]
+    pending: int
+    next_after: int | None
+    now: str
+    last_event_id: int
+
+
+def queue(
+    conn: sqlite3.Connection, *, tenant: str | None, after: int = 0, limit: int = QUEUE_PAGE
+) -> QueueView:
+    """Pending proposals oldest first, each replacement with the version it replaces."""
+    page = admin.proposals(conn, status="pending", tenant=tenant, after=after, limit=limit)
+    wanted = [
+        (p.replaces_memory_id, p.replaces_version)
+        for p in page.items
+        if p.replaces_memory_id is not None and p.replaces_version is not None
+    ]
+    found = review.versions(conn, wanted)
+    items = [
+        QueueItem(
+            p,
+            None
+            if p.replaces_memory_id is None or p.replaces_version is None
+            else found.get((p.replaces_memory_id, p.replaces_version)),
+        )
+        for p in page.items
+    ]
+    return QueueView(
+        items=items,
+        pending=review.pending_count(conn, tenant=tenant),
+        next_after=page.last,
+        now=clock.now(conn),
+        last_event_id=events.resume_after(conn, None),
+    )
+
+
+@dataclass(slots=True)
+class Chain:
+    """Requests that belong together: the attempts of one propose key, or one other request.
+
+    ``rows`` oldest first; the chain is as new as its newest attempt."""
+
+    operation: str
+    credential_id: str
+    key: str | None
+    rows: list[JournalRow] = field(default_factory=list)
+
+    @property
+    def statuses(self) -> list[int | None]:
+        return [row.status for row in self.rows]
+
+    @property
+    def charged(self) -> int:
+        return sum(1 for row in self.rows if row.charged)
+
+    @property
+    def replayed(self) -> int:
+        return sum(1 for row in self.rows if row.replayed)
+
+    @property
+    def dropped(self) -> int:
+        return sum(1 for row in self.rows if row.dropped)
+
+    @property
+    def faults(self) -> list[str]:
+        return [row.fault_id for row in self.rows if row.fault_id is not None]
+
+    @property
+    def retries(self) -> list[int]:
+        """The attempts' ``Lucy-Retry-Attempt`` values, when any was a retry."""
+        attempts = [row.retry_attempt for row in self.rows]
+        return attempts if any(attempts) else []
+
+    @property
+    def last(self) -> JournalRow:
+        return self.rows[-1]
+
+
+def request_chains(
+    conn: sqlite3.Connection, *, tenant: str | None, newest: int = REQUESTS_SHOWN
+) -> tuple[list[Chain], int]:
+    """The newest journal rows as chains, newest chain first, and the last event id (the live tail).
+
+    A retry chain is every request of one credential under one ``Idempotency-Key``.
+    """
+    rows = admin.journal(conn, operation=None, credential_id=None, newest=newest, after=0, limit=newest).items
+    chains: dict[tuple[str, str], Chain] = {}
+    ordered: list[Chain] = []
+    for row in rows:
+        if row.idempotency_key is None:
+            chain = Chain(row.operation, row.credential_id, None)
+            ordered.append(chain)
+        else:
+            by = (row.credential_id, row.idempotency_key)
+            chain = chains.get(by) or Chain(row.operation, row.credential_id, row.idempotency_key)
+            if by in chains:
+                ordered.remove(chain)
+            chains[by] = chain
+            ordered.append(chain)
+        chain.rows.append(row)
+    ordered.reverse()
+    return ordered, events.resume_after(conn, None)
+
+
+@dataclass(frozen=True, slots=True)
+class CreditsView:
+    accounts: list[AccountRow]
+    ledger: list[LedgerRecord]  # the newest LEDGER_LISTED rows, newest first
+    series: dict[str, list[int]]  # per account: its balance after each of those rows
+    last_event_id: int
+
+
+def credits(conn: sqlite3.Connection, *, tenant: str | None) -> CreditsView:
+    accounts = review.accounts(conn, tenant=tenant, limit=ACCOUNTS_SHOWN)
+    ledger = review.ledger_newest(conn, tenant=tenant, limit=LEDGER_SHOWN)
+    series: dict[str, list[int]] = {}
+    for row in ledger:
+        series.setdefault(row.account_id, []).append(row.balance_after)
+    listed = ledger[-LEDGER_LISTED:][::-1]
+    return CreditsView(accounts, listed, series, events.resume_after(conn, None))
+
+
+@dataclass(frozen=True, slots=True)
+class SettingsView:
+    clock: dict[str, object]
+    faults: list[dict[str, Any]]
+    policies: dict[str, TenantPolicy]
+    last_event_id: int
+
+
+def settings(conn: sqlite3.Connection, *, tenant: str | None) -> SettingsView:
+    tenants = review.tenant_ids(conn, tenant=tenant, limit=TENANTS_SHOWN)
+    return SettingsView(
+        clock=clock.state(conn),
+        faults=faults.list_faults(conn),
+        policies={name: policy.get_policy(conn, name) for name in tenants},
+        last_event_id=events.resume_after(conn, None),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Listing(Generic[T]):
+    items: list[T]
+    next_after: Any | None
+    last_event_id: int
+
+
+def proposals(
+    conn: sqlite3.Connection, *, tenant: str | None, status: str | None, after: int, limit: int
+) -> Listing[ProposalRecord]:
+    """Proposals of every status (or one), in creation order."""
+    page = admin.proposals(conn, status=status, tenant=tenant, after=after, limit=limit)
+    return Listing(page.items, page.last, events.resume_after(conn, None))
+
+
+def memories(
+    conn: sqlite3.Connection, *, tenant: str | None, history: bool, after: tuple[str, int] | None, limit: int
+) -> Listing[MemoryRecord]:
+    """Memories ordered by (id, version): the current versions, or every version with ``history``."""
+    page = admin.memories(
+        conn, tenant=tenant, scope_kind=None, scope_id=None, history=history, after=after, limit=limit
+    )
+    return Listing(page.items, page.last, events.resume_after(conn, None))

@@ -1,0 +1,112 @@
+"""The event stream as ``text/event-stream`` (SPEC 3.7), for ``GET /_fake/events`` and the console.
+
+Every worker reads the one ``events`` table, so a stream shows the changes of all workers in
+commit order. A stream polls the table (``POLL_SECONDS``: an indexed read of the ids after the last
+one it sent); it sends a comment line when it has sent nothing for ``KEEPALIVE_SECONDS``, and ends
+when the server shuts down (the ``fake_lucy.shutdown`` extension) or ``still_allowed`` says no.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any
+
+import anyio
+import orjson
+from starlette.responses import StreamingResponse
+
+from fake_lucy.domain import events
+from fake_lucy.domain.events import EventRow
+from fake_lucy.http.abort import SHUTDOWN_EXTENSION
+from fake_lucy.http.problems import ProblemError
+from fake_lucy.runtime import FakeLucy
+
+__all__ = ["EVENT_STREAM", "EventStream", "event_frame", "last_event_id"]
+
+EVENT_STREAM = "text/event-stream"
+POLL_SECONDS = 0.2
+KEEPALIVE_SECONDS = 10.0  # SPEC: at least every 15 s
+ALLOWED_CHECK_SECONDS = 5.0
+_ID = re.compile(r"[0-9]{1,18}")
+
+
+def last_event_id(headers: Mapping[str, str], query: Mapping[str, str]) -> int | None:
+    """Where the reader resumes: the ``Last-Event-ID`` header (a reconnect), else ``?after=``."""
+    for name, value in (("Last-Event-ID", headers.get("last-event-id")), ("after", query.get("after"))):
+        if value is None or value == "":
+            continue
+        if not _ID.fullmatch(value):
+            raise ProblemError("invalid_header", f"{name} must be an event id (ASCII digits)")
+        return int(value)
+    return None
+
+
+def event_frame(row: EventRow) -> bytes:
+    """One event as the stream sends it: ``id``, ``event`` (the type) and one ``data`` line holding
+    ``{id, type, at, tenant, data}`` (JSON never contains a raw newline)."""
+    head = orjson.dumps({"id": row.id, "type": row.type, "at": row.at, "tenant": row.tenant_id})
+    data = head[:-1] + b',"data":' + row.data.encode() + b"}"
+    return b"id: %d\nevent: %s\ndata: %s\n\n" % (row.id, row.type.encode(), data)
+
+
+class EventStream:
+    """Streams of one fake's events (the polling interval and keep-alive can be shortened in tests)."""
+
+    def __init__(
+        self, fake: FakeLucy, *, poll: float = POLL_SECONDS, keepalive: float = KEEPALIVE_SECONDS
+    ) -> None:
+        self.fake = fake
+        self.poll = poll
+        self.keepalive = keepalive
+
+    def response(
+        self,
+        scope: Mapping[str, Any],
+        resume: int | None,
+        *,
+        tenant: str | None,
+        still_allowed: Callable[[], bool] | None = None,
+    ) -> StreamingResponse:
+        after = events.resume_after(self.fake.db.conn, resume)
+        shutdown = (scope.get("extensions") or {}).get(SHUTDOWN_EXTENSION, {}).get("event")
+        return StreamingResponse(
+            self._frames(after, tenant, shutdown, still_allowed),
+            media_type=EVENT_STREAM,
+            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+        )
+
+    async def _frames(
+        self,
+        after: int,
+        tenant: str | None,
+        shutdown: asyncio.Event | None,
+        still_allowed: Callable[[], bool] | None,
+    ) -> AsyncIterator[bytes]:
+        # ``retry``: how soon an EventSource reconnects (with Last-Event-ID) after the stream ends.
+        yield b"retry: 1000\n: connected\n\n"
+        sent = checked = time.monotonic()
+        while True:
+            rows = events.after(self.fake.db.conn, after, tenant=tenant)
+            if rows:
+                after = rows[-1].id
+                yield b"".join(event_frame(row) for row in rows)
+                sent = time.monotonic()
+                continue
+            if shutdown is not None:
+                with anyio.move_on_after(self.poll):
+                    await shutdown.wait()
+                if shutdown.is_set():
+                    return
+            else:
+                await anyio.sleep(self.poll)
+            now = time.monotonic()
+            if still_allowed is not None and now - checked >= ALLOWED_CHECK_SECONDS:
+                checked = now
+                if not still_allowed():
+                    return
+            if now - sent >= self.keepalive:
+                yield b": keep-alive\n\n"
+                sent = now

@@ -1,0 +1,477 @@
+"""The operator CLI (SPEC 3.11): ``fake-lucy proposals | approve | reject | expire | memories |
+requests [--follow] | clock | faults | reset`` against a running fake, over the control API.
+
+Tables for people, ``--json`` for scripts. Exit 0 on success, 1 when the fake answers with a
+problem or cannot be reached (one line: the problem's status, code and detail), 2 on a usage or
+configuration error. The admin token comes from ``--admin-token-file`` or
+``FAKE_LUCY_ADMIN_TOKEN`` (never argv), else the built-in one when the URL is a loopback address.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import re
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TextIO
+from urllib.parse import urlsplit
+
+import httpx
+
+from fake_lucy.domain.seed import DEFAULT_ADMIN_TOKEN
+from fake_lucy.settings import is_loopback
+from fake_lucy.text import visible
+
+__all__ = ["COMMANDS", "add_commands", "parse_duration", "run"]
+
+DEFAULT_URL = "http://127.0.0.1:8787"
+COMMANDS = ("proposals", "approve", "reject", "expire", "memories", "requests", "clock", "faults", "reset")
+CONTENT_WIDTH = 60
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400}
+
+
+class UsageError(Exception):
+    """A usage or configuration error (exit 2)."""
+
+
+class ApiError(Exception):
+    """The fake answered with a problem, or could not be reached (exit 1)."""
+
+
+def parse_duration(text: str) -> float:
+    """``90s``, ``15m``, ``2h``, ``7d``, ``1h30m`` or plain seconds → seconds."""
+    value = text.strip().lower()
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    parts = _DURATION.findall(value)
+    if not parts or "".join(number + unit for number, unit in parts) != value:
+        raise UsageError(f"{text!r} is not a duration (like 90s, 15m, 2h, 7d)")
+    return sum(float(number) * _UNITS[unit] for number, unit in parts)
+
+
+def _timestamp(text: str) -> str:
+    """An ISO 8601 time (``2027-01-01``, ``2027-01-01T09:00:00Z``) in the API's form."""
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise UsageError(f"{text!r} is not a time (like 2027-01-01T09:00:00Z)") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+# -- the command line ---------------------------------------------------------------------------
+
+
+def _common(default: Any = None) -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--url", default=default, help=f"the fake's URL (FAKE_LUCY_URL, default {DEFAULT_URL})"
+    )
+    common.add_argument("--admin-token-file", type=Path, default=default, help="file holding the admin token")
+    common.add_argument(
+        "--json",
+        action="store_true",
+        default=False if default is None else default,
+        help="JSON for scripts instead of a table",
+    )
+    return common
+
+
+def add_commands(commands: Any) -> None:
+    """Add the operator commands to ``fake-lucy``'s subcommands."""
+    common = _common()
+    # the options again on ``clock advance`` and ``faults add`` (SUPPRESS: given before the action,
+    # they are not reset by the action's own defaults)
+    again = _common(argparse.SUPPRESS)
+
+    proposals = commands.add_parser("proposals", parents=[common], help="list proposals")
+    proposals.add_argument("--status", choices=("pending", "approved", "rejected", "expired", "superseded"))
+    proposals.add_argument("--tenant")
+    proposals.add_argument("--limit", type=int, help="show at most this many")
+    for verb, text in (("approve", "approve"), ("reject", "reject"), ("expire", "expire")):
+        decide = commands.add_parser(verb, parents=[common], help=f"{text} pending proposals")
+        decide.add_argument("ids", nargs="+", metavar="ID")
+        if verb == "reject":
+            decide.add_argument("--reason", help="the reason, stored as reason_detail")
+    memories = commands.add_parser("memories", parents=[common], help="list memories")
+    memories.add_argument("--tenant")
+    memories.add_argument("--history", action="store_true", help="every version, not only the current")
+    memories.add_argument("--limit", type=int, help="show at most this many")
+    requests = commands.add_parser("requests", parents=[common], help="the request journal")
+    requests.add_argument("--limit", type=int, default=50, help="the newest N (default 50)")
+    requests.add_argument("--follow", "-f", action="store_true", help="then print new requests as they come")
+    clock = commands.add_parser("clock", parents=[common], help="show or move the fake's clock")
+    clock_actions = clock.add_subparsers(dest="action")
+    advance = clock_actions.add_parser(
+        "advance", parents=[again], help="move forward by a duration (90s, 2h, 7d)"
+    )
+    advance.add_argument("duration")
+    clock_actions.add_parser("freeze", parents=[again], help="stop the clock")
+    clock_actions.add_parser("unfreeze", parents=[again], help="let the clock run")
+    set_clock = clock_actions.add_parser("set", parents=[again], help="set the time (never backwards)")
+    set_clock.add_argument("time")
+    faults = commands.add_parser("faults", parents=[common], help="list, add or clear injected faults")
+    fault_actions = faults.add_subparsers(dest="action")
+    add = fault_actions.add_parser("add", parents=[again], help="add a fault")
+    add.add_argument("operation", choices=("recall", "propose", "proposal_status", "any"))
+    add.add_argument("status", type=int, choices=(429, 500, 502, 503, 504))
+    add.add_argument("--count", type=int)
+    add.add_argument("--code")
+    add.add_argument("--retry-after", type=int)
+    add.add_argument("--phase", choices=("before", "after_commit", "in_flight"))
+    add.add_argument("--drop-connection", action="store_true", default=None)
+    add.add_argument("--delay-ms", type=int)
+    add.add_argument("--hold-ms", type=int)
+    add.add_argument("--credential-id")
+    fault_actions.add_parser("clear", parents=[again], help="remove every fault")
+    commands.add_parser("reset", parents=[common], help="reset the fake to its seed")
+
+
+def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    """Run one operator command; returns the exit code."""
+    out = out or sys.stdout
+    err = err or sys.stderr
+    try:
+        url, token = _target(args)
+        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30) as http:
+            api = _Api(http, url)
+            _HANDLERS[args.command](api, args, out)
+    except UsageError as exc:
+        print(f"fake-lucy: {exc}", file=err)
+        return 2
+    except ApiError as exc:
+        print(f"fake-lucy: {exc}", file=err)
+        return 1
+    except KeyboardInterrupt:  # the end of requests --follow
+        return 0
+    return 0
+
+
+def _target(args: argparse.Namespace) -> tuple[str, str]:
+    url = (args.url or os.environ.get("FAKE_LUCY_URL") or DEFAULT_URL).rstrip("/")
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError(f"{url!r} is not an http(s) URL of a running fake")
+    token_file = args.admin_token_file or os.environ.get("FAKE_LUCY_ADMIN_TOKEN_FILE")
+    if token_file:
+        try:
+            token = Path(token_file).read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"cannot read the admin token file {token_file} ({exc})") from None
+        if not token:
+            raise UsageError("the admin token file is empty")
+        return url, token
+    token = os.environ.get("FAKE_LUCY_ADMIN_TOKEN", "").strip()
+    if token:
+        return url, token
+    if is_loopback(parts.hostname):
+        return url, DEFAULT_ADMIN_TOKEN
+    raise UsageError("no admin token: set FAKE_LUCY_ADMIN_TOKEN or --admin-token-file")
+
+
+class _Api:
+    def __init__(self, http: httpx.Client, url: str) -> None:
+        self.http = http
+        self.url = url
+
+    def call(self, method: str, path: str, body: Any = None, **params: Any) -> Any:
+        query = {k: v for k, v in params.items() if v is not None}
+        try:
+            response = self.http.request(method, "/_fake" + path, json=body, params=query)
+        except httpx.TransportError as exc:
+            raise ApiError(f"cannot reach {self.url} ({_reason(exc)})") from None
+        return _answer(response, self.url)
+
+    def pages(self, path: str, limit: int | None = None, **params: Any) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        cursor = None
+        while limit is None or len(items) < limit:
+            page = self.call("GET", path, cursor=cursor, **params)
+            items.extend(page["items"])
+            cursor = page["next_cursor"]
+            if cursor is None:
+                break
+        return items if limit is None else items[:limit]
+
+    @contextlib.contextmanager
+    def events(self) -> Iterator[Iterator[dict[str, Any]]]:
+        """The event stream, open (from this moment on) for the block: an iterator of events."""
+        try:
+            with self.http.stream(
+                "GET", "/_fake/events", headers={"Accept": "text/event-stream"}, timeout=None
+            ) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    _answer(response, self.url)
+                yield (json.loads(line[5:]) for line in response.iter_lines() if line.startswith("data:"))
+        except httpx.TransportError as exc:
+            raise ApiError(f"cannot follow the events of {self.url} ({_reason(exc)})") from None
+
+
+def _reason(exc: httpx.TransportError) -> str:
+    text = str(exc).strip()
+    if isinstance(exc, httpx.ConnectError):
+        return "connection refused" if "refused" in text.lower() or not text else text.splitlines()[0]
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _answer(response: httpx.Response, url: str) -> Any:
+    if response.status_code < 400:
+        return None if response.status_code == 204 or not response.content else response.json()
+    try:
+        problem = response.json()
+        detail = f"{response.status_code} {problem['code']}: {problem['detail']}"
+    except (ValueError, KeyError, TypeError):
+        detail = f"HTTP {response.status_code} from {url} (not an answer of fake-lucy)"
+    raise ApiError(visible(detail))
+
+
+# -- output -------------------------------------------------------------------------------------
+
+
+def _cell(value: Any, width: int | None = None) -> str:
+    text = "–" if value is None or value == "" else visible(str(value)).replace("\n", "⏎").replace("\t", " ")
+    if width is not None and len(text) > width:
+        text = text[: width - 1] + "…"
+    return text
+
+
+def _table(out: TextIO, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    if not rows:
+        return
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+    for line in (headers, *rows):
+        print("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(line)).rstrip(), file=out)
+
+
+def _json(out: TextIO, value: Any) -> None:
+    print(json.dumps(value, ensure_ascii=False, indent=2), file=out)
+
+
+def _when(timestamp: str | None) -> str:
+    return "–" if not timestamp else timestamp[:19].replace("T", " ")
+
+
+def _scope(item: dict[str, Any]) -> str:
+    return f"{item['scope']['kind']}/{item['scope']['id']}"
+
+
+# -- the commands -------------------------------------------------------------------------------
+
+
+def _proposals(api: _Api, args: argparse.Namespace, out: TextIO) -> None:
+    items = api.pages("/proposals", args.limit, status=args.status, tenant=args.tenant)
+    if args.json:
+        _json(out, items)
+        return
+    rows = [
+        [
+            p["id"],
+            p["status"],
+            _cell(p["kind"]),
+            _cell(_scope(p), 30),
+            _cell(p["topic"], 20),
+            _when(p["created_at"]),
+            _cell(p["content"], CONTENT_WIDTH),
+        ]
+        for p in items
+    ]
+    _table(out, ["ID", "STATUS", "KIND", "SCOPE", "TOPIC", "CREATED", "CONTENT"], rows)
+    if not rows:
+        print("no proposals", file=out)
+
+
+def _decide(api: _Api, args: argparse.Namespace, out: TextIO) -> None:
+    decided: list[dict[str, Any]] = []
+    failures: list[str] = []
+    body = {"reason_detail": args.reason} if getattr(args, "reason", None) else None
+    for proposal_id in args.ids:
+        try:
+            answer = api.call("POST", f"/proposals/{proposal_id}/{args.command}", body)
+        except ApiError as exc:
+            failures.append(f"{visible(proposal_id)}: {exc}")
+            continue
+        proposal = answer["proposal"]
+        decided.append(proposal)
+        if not args.json:
+            memory = proposal["memory"]
+            into = f" → {memory['id']} v{memory['version']}" if memory else ""
+            print(f"{proposal['id']} {proposal['status']}{into}", file=out)
+    if args.json:
+        _json(out, decided)
+    if failures:
+        raise ApiError("; ".join(failures))
+
+
+def _memories(api: _Api, args: argparse.Namespace, out: TextIO) -> None:
+    history = "true" if args.history else "false"
+    items = api.pages("/memories", args.limit, tenant=args.tenant, include_history=history)
+    if args.json:
+        _json(out, items)
+        return
+    rows = [
+        [
+            m["id"],
+            str(m["version"]),
+            m["status"],
+            _cell(m["kind"]),
+            _cell(_scope(m), 30),
+            _cell(m["topic"], 20),
+            _cell(m["content"], CONTENT_WIDTH),
+        ]
+        for m in items
+    ]
+    _table(out, ["ID", "V", "STATUS", "KIND", "SCOPE", "TOPIC", "CONTENT"], rows)
+    if not rows:
+        print("no memories", file=out)
+
+
+_REQUEST_HEADERS = ["AT", "OPERATION", "STATUS", "CHARGED", "KEY", "RETRY", "CREDENTIAL", "MARKS"]
+
+
+def _request_row(item: dict[str, Any]) -> list[str]:
+    marks = [name for name, on in (("replayed", item["replayed"]), ("dropped", item["dropped"])) if on]
+    if item["fault_id"]:
+        marks.append(f"fault {item['fault_id']}")
+    return [
+        _when(item["at"]),
+        item["operation"],
+        "–" if item["status"] is None else str(item["status"]),
+        "1" if item["charged"] else "0",
+        _cell(item["idempotency_key"], 14),
+        str(item["retry_attempt"]),
+        _cell(item["credential_id"]),
+        " ".join(marks) or "–",
+    ]
+
+
+def _requests(api: _Api, args: argparse.Namespace, out: TextIO) -> None:
+    if args.limit is not None and args.limit < 1:
+        raise UsageError("--limit must be at least 1")
+    with contextlib.ExitStack() as stack:
+        # --follow: the stream opens first, so no request falls between the listing and the stream
+        stream = stack.enter_context(api.events()) if args.follow else None
+        _print_requests(api, args, out, stream)
+
+
+def _print_requests(
+    api: _Api, args: argparse.Namespace, out: TextIO, stream: Iterator[dict[str, Any]] | None
+) -> None:
+    items = api.call("GET", "/requests", limit=args.limit)["items"]
+    seen = {item["request_id"] for item in items}
+    if args.json:
+        for item in items:
+            print(json.dumps(item, ensure_ascii=False), file=out, flush=True)
+    else:
+        _table(out, _REQUEST_HEADERS, [_request_row(item) for item in items])
+        if not items and stream is None:
+            print("no requests", file=out)
+    if stream is None:
+        return
+    widths = [19, 15, 6, 7, 14, 5, 18, 0]
+    for event in stream:
+        if event["type"] != "request" or event["data"]["request_id"] in seen:
+            continue
+        item = event["data"]
+        if args.json:
+            print(json.dumps(item, ensure_ascii=False), file=out, flush=True)
+        else:
+            cells = _request_row(item)
+            print(
+                "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip(),
+                file=out,
+                flush=True,
+            )
+
+
+def _clock(api: _Api, args: argparse.Namespace, out: TextIO) -> None:
+    if args.action == "advance":
+        state = api.call("POST", "/clock/advance", {"seconds": parse_duration(args.duration)})
+    elif args.action in ("freeze", "unfreeze"):
+        state = api.call("PUT", "/clock", {"frozen": args.action == "freeze"})
+    elif args.action == "set":
+        state = api.call("PUT", "/clock", {"now": _timestamp(args.time)})
+    else:
+        state = api.call("GET", "/clock")
+    if args.json:
+        _json(out, state)
+    else:
+        print(f"{state['now']}{'  (frozen)' if state['frozen'] else ''}", file=out)
+
+
+def _faults(api: _Api, args: argparse.Namespace, out: TextIO) -> None:
+    if args.action == "add":
+        options = {
+            "count": args.count,
+            "code": args.code,
+            "retry_after": args.retry_after,
+            "phase": args.phase,
+            "drop_connection": args.drop_connection,
+            "delay_ms": args.delay_ms,
+            "hold_ms": args.hold_ms,
+            "credential_id": args.credential_id,
+        }
+        body = {"operation": args.operation, "status": args.status}
+        body.update({k: v for k, v in options.items() if v is not None})
+        created = api.call("POST", "/faults", body)
+        if args.json:
+            _json(out, created)
+        else:
+            print(f"{created['fault_id']} armed ({created['remaining']} left)", file=out)
+        return
+    if args.action == "clear":
+        api.call("DELETE", "/faults")
+        if args.json:
+            _json(out, {"cleared": True})
+        else:
+            print("faults cleared", file=out)
+        return
+    items = api.call("GET", "/faults")["items"]
+    if args.json:
+        _json(out, items)
+        return
+    rows = [
+        [
+            f["fault_id"],
+            f["operation"],
+            str(f["status"]),
+            f["code"],
+            f["phase"] + (" (drop)" if f["drop_connection"] else ""),
+            str(f["remaining"]),
+            _cell(f["credential_id"] or "any"),
+        ]
+        for f in items
+    ]
+    _table(out, ["FAULT", "OPERATION", "STATUS", "CODE", "PHASE", "LEFT", "CREDENTIAL"], rows)
+    if not rows:
+        print("no faults", file=out)
+
+
+def _reset(api: _Api, args: argparse.Namespace, out: TextIO) -> None:
+    answer = api.call("POST", "/reset")
+    if args.json:
+        _json(out, answer)
+    else:
+        print(f"reset ({answer['took_ms']} ms)", file=out)
+
+
+_HANDLERS: dict[str, Callable[[_Api, argparse.Namespace, TextIO], None]] = {
+    "proposals": _proposals,
+    "approve": _decide,
+    "reject": _decide,
+    "expire": _decide,
+    "memories": _memories,
+    "requests": _requests,
+    "clock": _clock,
+    "faults": _faults,
+    "reset": _reset,
+}

@@ -1,0 +1,316 @@
+"""The review console in a real headless Chromium against a real uvicorn server (SPEC 3.10).
+
+Waiting is always on the page's DOM (Playwright's auto-waiting ``expect``), never a sleep. What a
+click did is checked through the control API. ``make screenshots`` runs this file with
+``FAKE_LUCY_SCREENSHOTS=docs/screenshots``: the README's pictures are the pages these tests see.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from mcp import Client
+from mcp.types import Implementation
+from playwright.sync_api import Browser, BrowserContext, Page, expect
+
+from fake_lucy.domain import sessions
+from fake_lucy.store.connection import Database
+from fake_lucy.testing import LiveServer
+from fake_lucy.testing.pytest_plugin import lucy_mcp_parameters
+from tests.console.conftest import ENABLE, chromium_path
+from tests.helpers import V1, proposal_body
+
+if chromium_path() is None:  # one skip line for the whole file, saying how to enable it
+    pytest.skip(ENABLE, allow_module_level=True)
+
+CONSOLE = "/_fake/console"
+pytestmark = pytest.mark.slow
+
+
+def v1(server: LiveServer) -> httpx.Client:
+    return httpx.Client(base_url=server.base_url, headers={"Authorization": f"Bearer {server.dev_token}"})
+
+
+def control(server: LiveServer) -> httpx.Client:
+    return httpx.Client(base_url=server.base_url, headers={"Authorization": f"Bearer {server.admin_token}"})
+
+
+def propose(server: LiveServer, body: dict[str, Any] | None = None, **headers: str) -> dict[str, Any]:
+    with v1(server) as http:
+        response = http.post(
+            V1 + "/proposals",
+            json=body or proposal_body(),
+            headers={"Idempotency-Key": uuid.uuid4().hex, **headers},
+        )
+    assert response.status_code == 201, response.text
+    proposal: dict[str, Any] = response.json()["proposal"]
+    return proposal
+
+
+def proposal_status(server: LiveServer, proposal_id: str) -> dict[str, Any]:
+    with control(server) as http:
+        items = http.get("/_fake/proposals").json()["items"]
+    return next(p for p in items if p["id"] == proposal_id)
+
+
+def login_link(server: LiveServer) -> str:
+    # what ``fake-lucy serve`` does before printing the link (own connection: the server's is busy)
+    database = Database(server.fake.settings.database)
+    try:
+        with database.write() as conn:
+            token = sessions.create_link(conn)
+    finally:
+        database.close()
+    return f"{server.base_url}{CONSOLE}/login/{token}"
+
+
+@pytest.fixture
+def context(chromium: Browser, live: LiveServer) -> Iterator[BrowserContext]:
+    context = chromium.new_context(base_url=live.base_url, viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(5_000)
+    yield context
+    context.close()
+
+
+@pytest.fixture
+def page(context: BrowserContext, live: LiveServer) -> Page:
+    """A page logged in with the admin token, on the review queue."""
+    page = context.new_page()
+    page.goto(CONSOLE + "/")
+    page.get_by_label("Admin token").fill(live.admin_token)
+    page.get_by_role("button", name="Log in").click()
+    expect(page.get_by_role("heading", name="Review queue")).to_be_visible()
+    return page
+
+
+def test_the_one_time_link_logs_the_browser_in_once(chromium: Browser, live: LiveServer) -> None:
+    link = login_link(live)
+    first = chromium.new_context()
+    try:
+        page = first.new_page()
+        page.goto(link)
+        expect(page.get_by_role("heading", name="Review queue")).to_be_visible()
+        assert page.url == f"{live.base_url}{CONSOLE}/"  # the link's token is gone from the address
+    finally:
+        first.close()
+    second = chromium.new_context()
+    try:
+        page = second.new_page()
+        response = page.goto(link)
+        assert response is not None
+        assert response.status == 403
+        expect(page.get_by_role("heading", name="Link used or expired")).to_be_visible()
+        page.goto(f"{live.base_url}{CONSOLE}/")
+        expect(page.get_by_label("Admin token")).to_be_visible()  # no session: the login page
+    finally:
+        second.close()
+
+
+def test_login_by_admin_token_sets_a_strict_httponly_cookie_and_never_shows_the_token(
+    context: BrowserContext, page: Page, live: LiveServer
+) -> None:
+    (cookie,) = context.cookies()
+    assert cookie["httpOnly"] is True
+    assert cookie["sameSite"] == "Strict"
+    assert cookie["path"] == CONSOLE
+    assert live.admin_token not in page.content()
+    assert live.admin_token not in page.url
+    assert page.evaluate("document.cookie") == ""  # not readable by scripts
+
+
+def test_a_wrong_admin_token_is_refused_on_the_login_page(context: BrowserContext) -> None:
+    page = context.new_page()
+    page.goto(CONSOLE + "/")
+    page.get_by_label("Admin token").fill("not-the-admin-token")
+    page.get_by_role("button", name="Log in").click()
+    expect(page.get_by_role("alert")).to_have_text("That is not an admin token.")
+    assert context.cookies() == []
+
+
+def test_a_proposal_made_over_v1_appears_in_the_queue_without_a_reload(page: Page, live: LiveServer) -> None:
+    expect(page.locator("article.proposal")).to_have_count(0)
+    expect(page.locator("#live-status")).to_have_text("live")  # the event stream is open
+    page.evaluate("window.loadedOnce = true")
+    created = propose(live, proposal_body("Deploys go out on Tuesdays."))
+    card = page.locator(f"article#{created['id']}")
+    expect(card).to_contain_text("Deploys go out on Tuesdays.")
+    expect(page.locator("#pending-count")).to_have_text("1 pending")
+    assert page.evaluate("window.loadedOnce") is True  # the same document: no reload
+
+
+def test_approve_and_reject_from_the_page_are_decisions_the_control_api_sees(
+    page: Page, live: LiveServer
+) -> None:
+    kept = propose(live, proposal_body("The API gateway is Envoy."))
+    dropped = propose(live, proposal_body("The office plant is called Kevin."))
+    page.reload()
+    page.locator(f"article#{kept['id']}").get_by_role("button", name="Approve").click()
+    expect(page.locator(f"article#{kept['id']}")).to_have_count(0)
+    approved = proposal_status(live, kept["id"])
+    assert approved["status"] == "approved"
+    assert approved["memory"]["version"] == 1
+    card = page.locator(f"article#{dropped['id']}")
+    card.get_by_role("textbox").fill("not a project fact")
+    card.get_by_role("button", name="Reject").click()
+    expect(page.locator(f"article#{dropped['id']}")).to_have_count(0)
+    rejected = proposal_status(live, dropped["id"])
+    assert rejected["status"] == "rejected"
+    assert rejected["reason_detail"] == "not a project fact"
+    expect(page.locator("#pending-count")).to_have_text("0 pending")
+
+
+def test_markup_in_a_proposal_is_shown_as_text_and_runs_nothing(page: Page, live: LiveServer) -> None:
+    dialogs: list[str] = []
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    attack = "<img src=x onerror=alert(1)>"
+    created = propose(
+        live,
+        proposal_body(
+            attack + " zero\u200bwidth",
+            justification="<script>alert(2)</script> \u202eevil",
+        ),
+        **{"Lucy-Client-Name": "%3Cb%3Eagent%3C%2Fb%3E"},
+    )
+    card = page.locator(f"article#{created['id']}")
+    expect(card.locator(".content")).to_have_text(attack + " zero⟨U+200B⟩width")
+    expect(card.locator(".why")).to_contain_text("<script>alert(2)</script> ⟨U+202E⟩evil")
+    expect(card).to_contain_text("<b>agent</b>")
+    assert card.locator("img, script, b").count() == 0
+    page.reload()  # and on a full page load as well
+    expect(page.locator(f"article#{created['id']} .content")).to_have_text(attack + " zero⟨U+200B⟩width")
+    assert dialogs == []
+
+
+def test_logout_ends_the_session_on_the_server(context: BrowserContext, page: Page, live: LiveServer) -> None:
+    (cookie,) = context.cookies()
+    page.get_by_role("button", name="Log out").click()
+    expect(page.get_by_label("Admin token")).to_be_visible()
+    page.goto(CONSOLE + "/proposals")
+    expect(page.get_by_label("Admin token")).to_be_visible()
+    # the old cookie, replayed by hand, is no session any more
+    with httpx.Client(base_url=live.base_url, cookies={cookie["name"]: cookie["value"]}) as http:
+        response = http.get(CONSOLE + "/")
+    assert response.status_code == 303
+    assert response.headers["location"] == CONSOLE + "/login"
+
+
+def test_a_forged_cross_origin_post_is_refused_and_changes_nothing(
+    context: BrowserContext, page: Page, live: LiveServer
+) -> None:
+    created = propose(live)
+    page.reload()
+    csrf = page.locator("input[name=csrf_token]").first.get_attribute("value")
+    target = f"{live.base_url}{CONSOLE}/proposals/{created['id']}/approve"
+    evil = context.new_page()
+    evil.route(
+        "http://attacker.test/**",
+        lambda route: route.fulfill(
+            content_type="text/html",
+            body=(
+                f'<form id="f" method="post" action="{target}">'
+                f'<input name="csrf_token" value="{csrf}"></form>'
+                '<script>document.getElementById("f").submit()</script>'
+            ),
+        ),
+    )
+    with evil.expect_response(target) as forged:
+        evil.goto("http://attacker.test/")
+    assert forged.value.status == 403  # SameSite=Strict: no cookie from another site, so no session
+    # the session's own cookie and CSRF token, but an Origin of another site: still 403
+    answer = context.request.post(
+        target, form={"csrf_token": csrf or ""}, headers={"Origin": "http://attacker.test"}
+    )
+    assert answer.status == 403
+    # the right Origin but no CSRF token: 403 as well
+    answer = context.request.post(target, form={"next": CONSOLE + "/"}, headers={"Origin": live.base_url})
+    assert answer.status == 403
+    assert proposal_status(live, created["id"])["status"] == "pending"
+
+
+def test_the_queue_shows_a_replacement_as_a_difference_and_requests_as_retry_chains(
+    page: Page, live: LiveServer
+) -> None:
+    first = propose(live, proposal_body("Staging runs PostgreSQL 15 on one node.", topic="staging-db"))
+    propose(live, proposal_body("Backups run nightly at 02:00 UTC."))
+    with control(live) as http:
+        assert http.post(f"/_fake/proposals/{first['id']}/approve").status_code == 200
+        assert http.post("/_fake/faults", json={"operation": "propose", "status": 503}).status_code == 201
+    replacement = proposal_body("Staging runs PostgreSQL 16 on two nodes.", topic="staging-db")
+    key = uuid.uuid4().hex
+    with v1(live) as http:  # a retry chain: 503 (the fault), then 201 with the same key
+        for attempt, status in ((0, 503), (1, 201)):
+            response = http.post(
+                V1 + "/proposals",
+                json=replacement,
+                headers={"Idempotency-Key": key, "Lucy-Retry-Attempt": str(attempt)},
+            )
+            assert response.status_code == status
+    proposal_id = response.json()["proposal"]["id"]
+    page.reload()
+    card = page.locator(f"article#{proposal_id}")
+    expect(card.locator(".diff del")).to_have_text(["15", "one", "node."])
+    expect(card.locator(".diff ins")).to_have_text(["16", "two", "nodes."])
+    _screenshot(page, "queue.png")
+    page.get_by_role("link", name="Requests").click()
+    chain = page.locator("table.requests tbody tr", has_text=key[:13])
+    expect(chain).to_have_count(1)
+    expect(chain).to_contain_text("503 → 201")
+    expect(chain).to_contain_text("fault flt_")
+    _screenshot(page, "requests.png")
+
+
+def mcp_tool(server: LiveServer, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """One tool call of a real ``lucy-memory-mcp`` stdio process, as a host makes it (in a thread of
+    its own: Playwright's sync API holds this one)."""
+
+    async def call() -> dict[str, Any]:
+        parameters = lucy_mcp_parameters(
+            server, token=server.dev_token, permissions="memory:read,memory:propose"
+        )
+        async with Client(parameters, client_info=Implementation(name="browser-test", version="1")) as client:
+            result = await client.call_tool(tool, arguments)
+        assert result.is_error is False, result
+        content: dict[str, Any] = result.structured_content
+        return content
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(anyio.run, call).result(timeout=120)
+
+
+def test_an_agents_proposal_appears_within_a_second_and_approving_it_makes_it_recallable(
+    page: Page, live: LiveServer
+) -> None:
+    """Issue 14, must-hold 1: lucy-memory-mcp proposes, the open queue shows it, Approve, recall finds it."""
+    expect(page.locator("#live-status")).to_have_text("live")
+    proposed = mcp_tool(
+        live,
+        "memory_propose",
+        {
+            "kind": "decision",
+            "content": "Feature flags live in LaunchDarkly.",
+            "scope": {"kind": "project", "id": "project_example"},
+        },
+    )
+    proposal_id = proposed["proposal"]["id"]
+    card = page.locator(f"article#{proposal_id}")
+    expect(card).to_contain_text("Feature flags live in LaunchDarkly.", timeout=1_000)
+    card.get_by_role("button", name="Approve").click()
+    expect(card).to_have_count(0)
+    assert proposal_status(live, proposal_id)["status"] == "approved"
+    recalled = mcp_tool(live, "memory_recall", {"query": "Where do feature flags live?", "limit": 3})
+    assert [m["content"] for m in recalled["memories"]] == ["Feature flags live in LaunchDarkly."]
+
+
+def _screenshot(page: Page, name: str) -> None:
+    folder = os.environ.get("FAKE_LUCY_SCREENSHOTS")
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(Path(folder) / name), full_page=True)

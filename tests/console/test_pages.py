@@ -1,0 +1,319 @@
+"""Issue 14: the review console over HTTP (SPEC 3.10) — sessions, CSRF and Origin, every page and
+action through the same domain calls as the control API, stored text always shown as text."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+
+from fake_lucy.domain import sessions
+from fake_lucy.testing import FakeAdmin, InProcessFake
+from tests.helpers import proposal_body, propose
+
+pytestmark = pytest.mark.anyio
+
+CONSOLE = "/_fake/console"
+ORIGIN = "http://127.0.0.1:8787"
+PAGES = ("/", "/proposals", "/memories", "/requests", "/credits", "/settings", "/reset")
+
+
+@pytest.fixture
+async def browser(fake: InProcessFake) -> AsyncIterator[httpx.AsyncClient]:
+    """A client with no token that keeps cookies, as a browser does."""
+    async with fake.client(None) as client:
+        yield client
+
+
+async def log_in(browser: httpx.AsyncClient, token: str = InProcessFake.admin_token) -> httpx.Response:
+    return await browser.post(CONSOLE + "/login", data={"token": token}, headers={"Origin": ORIGIN})
+
+
+def csrf_of(html: str) -> str:
+    match = re.search(r'name="csrf_token" value="([0-9a-f]{64})"', html)
+    assert match is not None, "the page carries the session's CSRF token"
+    return match.group(1)
+
+
+async def act(browser: httpx.AsyncClient, path: str, csrf: str, **fields: str) -> httpx.Response:
+    return await browser.post(
+        CONSOLE + path, data={"csrf_token": csrf, "next": CONSOLE + "/", **fields}, headers={"Origin": ORIGIN}
+    )
+
+
+@pytest.fixture
+async def logged_in(browser: httpx.AsyncClient) -> str:
+    """Logs ``browser`` in; returns the session's CSRF token."""
+    assert (await log_in(browser)).status_code == 303
+    return csrf_of((await browser.get(CONSOLE + "/")).text)
+
+
+async def test_without_a_session_every_page_is_the_login_page_and_nothing_is_shown(
+    fake: InProcessFake, browser: httpx.AsyncClient, api: httpx.AsyncClient
+) -> None:
+    await propose(api, proposal_body("A secret plan."))
+    for path in PAGES:
+        response = await browser.get(CONSOLE + path)
+        assert response.status_code == 303, path
+        assert response.headers["location"] == CONSOLE + "/login"
+    login = await browser.get(CONSOLE + "/login")
+    assert login.status_code == 200
+    assert "A secret plan" not in login.text
+    assert (
+        await browser.get(CONSOLE + "/events", headers={"Accept": "text/event-stream"})
+    ).status_code == 401
+    assert (await browser.get(CONSOLE)).headers["location"] == CONSOLE + "/"
+
+
+async def test_logging_in_sets_an_httponly_strict_cookie_and_keeps_the_token_out_of_every_answer(
+    fake: InProcessFake, browser: httpx.AsyncClient
+) -> None:
+    response = await log_in(browser)
+    assert response.status_code == 303
+    assert response.headers["location"] == CONSOLE + "/"
+    cookie = response.headers["set-cookie"]
+    assert "HttpOnly" in cookie
+    assert "SameSite=strict" in cookie
+    assert "Path=/_fake/console;" in cookie + ";"
+    page = await browser.get(CONSOLE + "/")
+    assert page.status_code == 200
+    for answer in (response, page):
+        assert fake.admin_token not in answer.text
+        assert fake.admin_token not in str(answer.headers)
+    assert "script-src 'self'" in page.headers["content-security-policy"]
+    assert page.headers["cache-control"] == "no-store"
+
+
+async def test_a_session_is_stored_only_as_a_digest_in_the_database(
+    fake: InProcessFake, browser: httpx.AsyncClient
+) -> None:
+    await log_in(browser)
+    session_id = browser.cookies["fake_lucy_console"]
+    stored = fake.fake.db.conn.execute("SELECT id_sha256 FROM console_sessions").fetchall()
+    assert session_id not in {row[0] for row in stored}
+    assert sessions.resume(fake.fake.db.conn, session_id) is not None
+
+
+async def test_a_wrong_token_or_a_login_from_another_origin_starts_no_session(
+    fake: InProcessFake, browser: httpx.AsyncClient
+) -> None:
+    wrong = await log_in(browser, "not-the-token")
+    assert wrong.status_code == 401
+    assert "That is not an admin token." in wrong.text
+    assert "not-the-token" not in wrong.text
+    foreign = await browser.post(
+        CONSOLE + "/login", data={"token": fake.admin_token}, headers={"Origin": "http://evil.test"}
+    )
+    assert foreign.status_code == 403
+    assert "set-cookie" not in wrong.headers
+    assert "set-cookie" not in foreign.headers
+
+
+async def test_a_one_time_link_works_once_and_not_after_ten_minutes(
+    fake: InProcessFake, browser: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with fake.fake.db.write() as conn:
+        token = sessions.create_link(conn)
+        late = sessions.create_link(conn)
+    first = await browser.get(f"{CONSOLE}/login/{token}")
+    assert first.status_code == 200
+    assert 'http-equiv="refresh"' in first.text
+    assert first.headers["referrer-policy"] == "no-referrer"
+    assert (await browser.get(CONSOLE + "/")).status_code == 200
+    async with fake.client(None) as other:
+        assert (await other.get(f"{CONSOLE}/login/{token}")).status_code == 403
+        real = sessions._now_us
+        monkeypatch.setattr(sessions, "_now_us", lambda: real() + (sessions.LINK_SECONDS + 1) * 10**6)
+        assert (await other.get(f"{CONSOLE}/login/{late}")).status_code == 403
+
+
+async def test_a_session_idle_for_twelve_hours_is_over(
+    browser: httpx.AsyncClient, logged_in: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = sessions._now_us
+    monkeypatch.setattr(sessions, "_now_us", lambda: real() + (sessions.IDLE_SECONDS - 60) * 10**6)
+    assert (await browser.get(CONSOLE + "/")).status_code == 200  # used: the idle time starts again
+    monkeypatch.setattr(sessions, "_now_us", lambda: real() + (2 * sessions.IDLE_SECONDS - 120) * 10**6)
+    assert (await browser.get(CONSOLE + "/")).status_code == 200
+    monkeypatch.setattr(sessions, "_now_us", lambda: real() + (3 * sessions.IDLE_SECONDS) * 10**6)
+    assert (await browser.get(CONSOLE + "/")).status_code == 303
+
+
+async def test_a_state_change_without_csrf_token_or_same_origin_is_403_and_changes_nothing(
+    fake: InProcessFake, browser: httpx.AsyncClient, api: httpx.AsyncClient, admin: FakeAdmin, logged_in: str
+) -> None:
+    created = (await propose(api)).json()["proposal"]
+    path = f"{CONSOLE}/proposals/{created['id']}/approve"
+    attempts = [
+        ({"next": CONSOLE + "/"}, {"Origin": ORIGIN}),  # no token
+        ({"csrf_token": "0" * 64}, {"Origin": ORIGIN}),  # a wrong token
+        ({"csrf_token": logged_in}, {"Origin": "http://evil.test"}),  # another origin
+        ({"csrf_token": logged_in}, {}),  # no Origin at all
+        ({"csrf_token": logged_in}, {"Origin": "null"}),
+    ]
+    for data, headers in attempts:
+        response = await browser.post(path, data=data, headers=headers)
+        assert response.status_code == 403, (data, headers)
+        assert "Refused" in response.text
+    as_json = await browser.post(path, json={"csrf_token": logged_in}, headers={"Origin": ORIGIN})
+    assert as_json.status_code == 403
+    async with fake.client(None) as stranger:  # no session, the right token and origin
+        response = await stranger.post(path, data={"csrf_token": logged_in}, headers={"Origin": ORIGIN})
+        assert response.status_code == 403
+    assert (await admin.proposals())["items"][0]["status"] == "pending"
+
+
+async def test_approve_reject_and_expire_are_the_control_api_decisions(
+    browser: httpx.AsyncClient, api: httpx.AsyncClient, admin: FakeAdmin, logged_in: str
+) -> None:
+    ids = [(await propose(api, proposal_body(f"Fact {n}."))).json()["proposal"]["id"] for n in range(3)]
+    assert (await act(browser, f"/proposals/{ids[0]}/approve", logged_in)).status_code == 303
+    rejected = await act(browser, f"/proposals/{ids[1]}/reject", logged_in, reason="duplicate of fact 0")
+    assert rejected.headers["location"] == CONSOLE + "/"
+    assert (await act(browser, f"/proposals/{ids[2]}/expire", logged_in)).status_code == 303
+    by_id = {p["id"]: p for p in (await admin.proposals())["items"]}
+    assert by_id[ids[0]]["status"] == "approved"
+    assert (by_id[ids[1]]["status"], by_id[ids[1]]["reason_detail"]) == ("rejected", "duplicate of fact 0")
+    assert by_id[ids[2]]["status"] == "expired"
+    again = await act(browser, f"/proposals/{ids[0]}/approve", logged_in)
+    assert again.status_code == 409
+    assert "cannot be approved" in again.text
+    unknown = await act(browser, "/proposals/prop_unknown/approve", logged_in)
+    assert unknown.status_code == 404
+
+
+async def test_a_redirect_after_an_action_stays_inside_the_console(
+    browser: httpx.AsyncClient, api: httpx.AsyncClient, logged_in: str
+) -> None:
+    created = (await propose(api)).json()["proposal"]
+    response = await browser.post(
+        f"{CONSOLE}/proposals/{created['id']}/reject",
+        data={"csrf_token": logged_in, "next": "https://evil.test/"},
+        headers={"Origin": ORIGIN},
+    )
+    assert response.headers["location"] == CONSOLE + "/"
+
+
+async def test_memories_clock_faults_policy_and_reset_from_the_console(
+    fake: InProcessFake, browser: httpx.AsyncClient, api: httpx.AsyncClient, admin: FakeAdmin, logged_in: str
+) -> None:
+    proposal = (await propose(api)).json()["proposal"]
+    memory = (await admin.approve(proposal["id"]))["memory"]
+    assert (await act(browser, f"/memories/{memory['id']}/delete", logged_in)).status_code == 303
+    assert (await admin.memories(include_history=False))["items"][0]["status"] == "deleted"
+    assert (await act(browser, f"/memories/{memory['id']}/restore", logged_in)).status_code == 303
+    assert (await admin.memories(include_history=False))["items"][0]["status"] == "active"
+    before = await admin.clock()
+    assert (await act(browser, "/clock/freeze", logged_in, frozen="true")).status_code == 303
+    assert (await act(browser, "/clock/advance", logged_in, by="2h")).status_code == 303
+    after = await admin.clock()
+    assert after["frozen"] is True
+    assert after["now"][:13] > before["now"][:13]
+    assert (await act(browser, "/clock/advance", logged_in, by="soon")).status_code == 400
+    assert (
+        await act(browser, "/faults", logged_in, operation="propose", status="503", count="2")
+    ).status_code == 303
+    (fault,) = await admin.faults()
+    assert (fault["operation"], fault["status"], fault["remaining"]) == ("propose", 503, 2)
+    refused = await act(browser, "/faults", logged_in, operation="propose", status="418")
+    assert refused.status_code == 422
+    assert (await act(browser, "/faults/clear", logged_in)).status_code == 303
+    assert await admin.faults() == []
+    assert (
+        await act(browser, "/tenants/tenant_dev/policy", logged_in, auto_approve="fact,decision")
+    ).status_code == 303
+    assert (await admin.policy())["auto_approve"] == ["fact", "decision"]
+    assert (
+        await act(browser, "/tenants/tenant_dev/policy", logged_in, auto_approve="maybe")
+    ).status_code == 422
+    assert (await act(browser, "/tenants/nobody/policy", logged_in, auto_approve="all")).status_code == 404
+    unconfirmed = await act(browser, "/reset", logged_in, confirm="")
+    assert unconfirmed.status_code == 400
+    assert (await admin.memories())["items"] != []
+    assert (await act(browser, "/reset", logged_in, confirm="reset")).status_code == 303
+    assert (await admin.memories())["items"] == []
+    assert (await browser.get(CONSOLE + "/")).status_code == 200  # the session outlives the reset
+
+
+async def test_logout_needs_the_csrf_token_and_ends_the_session(
+    browser: httpx.AsyncClient, logged_in: str
+) -> None:
+    refused = await browser.post(CONSOLE + "/logout", data={}, headers={"Origin": ORIGIN})
+    assert refused.status_code == 403
+    assert (await browser.get(CONSOLE + "/")).status_code == 200
+    done = await act(browser, "/logout", logged_in)
+    assert done.status_code == 303
+    assert done.headers["location"] == CONSOLE + "/login"
+    assert (await browser.get(CONSOLE + "/")).status_code == 303
+
+
+SNEAKY = '<img src=x onerror=alert(1)>\u200b"\u202e\x1b[31m'
+
+
+async def test_stored_text_is_escaped_and_invisible_characters_are_marked_on_every_page(
+    fake: InProcessFake, browser: httpx.AsyncClient, api: httpx.AsyncClient, admin: FakeAdmin, logged_in: str
+) -> None:
+    pending = (await propose(api, proposal_body(SNEAKY, justification=SNEAKY))).json()["proposal"]
+    approved = (await propose(api, proposal_body(SNEAKY + " kept"))).json()["proposal"]
+    await admin.approve(approved["id"])
+    marked = "&lt;img src=x onerror=alert(1)&gt;"
+    for path in ("/", "/proposals", "/memories?history=true"):
+        html = (await browser.get(CONSOLE + path)).text
+        assert "<img" not in html, path
+        assert marked in html, path
+        assert "⟨U+200B⟩" in html
+        assert "⟨U+202E⟩" in html
+        assert "⟨U+001B⟩" in html
+        for raw in ("\u200b", "\u202e", "\x1b"):
+            assert raw not in html, (path, raw)
+    assert pending["id"] in (await browser.get(CONSOLE + "/")).text
+
+
+async def test_the_requests_page_shows_one_line_per_retry_chain_with_its_statuses(
+    browser: httpx.AsyncClient, api: httpx.AsyncClient, admin: FakeAdmin, logged_in: str
+) -> None:
+    await admin.add_fault("propose", 503)
+    body = proposal_body("Retried once.")
+    assert (await propose(api, body, key="chain-key-1")).status_code == 503
+    assert (
+        await propose(api, body, key="chain-key-1", headers={"Lucy-Retry-Attempt": "1"})
+    ).status_code == 201
+    assert (
+        await propose(api, body, key="chain-key-1", headers={"Lucy-Retry-Attempt": "2"})
+    ).status_code == 201
+    html = (await browser.get(CONSOLE + "/requests")).text
+    rows = [row for row in re.findall(r"<tr[ >].*?</tr>", html, re.DOTALL) if "chain-key-1" in row]
+    assert len(rows) == 1
+    (row,) = rows
+    assert re.search(r"503</span> → <span[^>]*>201</span> → <span[^>]*>201", row)
+    assert "1 replayed" in row
+    assert "fault flt_" in row
+
+
+async def test_the_credits_page_draws_each_balance_as_a_chart(
+    browser: httpx.AsyncClient, api: httpx.AsyncClient, admin: FakeAdmin, logged_in: str
+) -> None:
+    for _ in range(3):
+        await propose(api)
+    await admin.set_balance("acct_dev", 500)
+    html = (await browser.get(CONSOLE + "/credits")).text
+    assert '<svg class="chart"' in html
+    assert 'aria-label="balance from 999 to 500"' in html
+    assert "admin_set" in html
+
+
+async def test_pages_take_their_paging_and_filters_and_refuse_bad_ones(
+    browser: httpx.AsyncClient, api: httpx.AsyncClient, logged_in: str
+) -> None:
+    for n in range(3):
+        await propose(api, proposal_body(f"Fact number {n}."))
+    everything = (await browser.get(CONSOLE + "/proposals?status=pending")).text
+    assert all(f"Fact number {n}." in everything for n in range(3))
+    assert (
+        "No proposals with status approved"
+        in (await browser.get(CONSOLE + "/proposals?status=approved")).text
+    )
+    for bad in ("/proposals?status=maybe", "/?after=x", "/memories?after=nope"):
+        assert (await browser.get(CONSOLE + bad)).status_code == 400, bad

@@ -1,0 +1,232 @@
+"""Issue 14: the event stream (SPEC 3.7) — one event per change, ids, Last-Event-ID, keep-alive."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from fake_lucy.app import create_app
+from fake_lucy.domain import events
+from fake_lucy.http.events import EventStream
+from fake_lucy.runtime import FakeLucy
+from fake_lucy.settings import FakeLucySettings
+from fake_lucy.testing import AdminError, FakeAdmin, InProcessFake, InProcessTransport, LiveServer
+from tests.helpers import proposal_body, propose, recall
+
+pytestmark = pytest.mark.anyio
+
+STREAM = {"Accept": "text/event-stream"}
+
+
+async def test_a_proposal_made_over_v1_is_a_proposal_created_event_with_an_id(
+    fake: InProcessFake, api: httpx.AsyncClient
+) -> None:
+    async with fake.admin.watch() as stream:
+        created = (await propose(api)).json()["proposal"]
+        event = await stream.wait_for("proposal.created", timeout=2)
+    assert event.id > 0
+    assert event.tenant == "tenant_dev"
+    assert event.at == created["created_at"]
+    assert event.data == {
+        "proposal_id": created["id"],
+        "status": "pending",
+        "kind": "decision",
+        "scope": {"kind": "project", "id": "project_example"},
+        "account": "acct_dev",
+        "credential_id": "cred_dev_default",
+    }
+
+
+async def test_every_change_of_a_proposal_and_its_request_is_one_event_in_commit_order(
+    fake: InProcessFake, api: httpx.AsyncClient, admin: FakeAdmin
+) -> None:
+    async with fake.admin.watch() as stream:
+        first = (await propose(api, proposal_body("A.", topic="db"))).json()["proposal"]
+        second = (await propose(api, proposal_body("B.", topic="db"))).json()["proposal"]
+        await admin.approve(first["id"])
+        last = await stream.wait_for("proposal.decided", proposal_id=second["id"], timeout=2)
+    seen = [
+        (e.type, e.data.get("proposal_id") or e.data.get("memory_id") or e.data.get("request_id"))
+        for e in stream.seen
+    ]
+    ids = [e.id for e in stream.seen]
+    assert ids == sorted(ids)
+    assert [t for t, _ in seen] == [
+        "proposal.created",
+        "credits.changed",
+        "request",
+        "proposal.created",
+        "credits.changed",
+        "request",
+        "memory.changed",
+        "proposal.decided",
+        "proposal.decided",
+    ]
+    memory = stream.seen[6].data
+    assert memory["change"] == "created"
+    assert stream.seen[7].data == {
+        "proposal_id": first["id"],
+        "status": "approved",
+        "decided_by": "admin",
+        "memory": {"id": memory["memory_id"], "version": 1},
+    }
+    assert last.data["status"] == "superseded"
+    assert last.data["decided_by"] == "supersession"
+
+
+async def test_expiry_and_the_auto_approve_policy_are_decisions_by_expiry_and_by_policy(
+    fake: InProcessFake, api: httpx.AsyncClient, admin: FakeAdmin
+) -> None:
+    waiting = (await propose(api)).json()["proposal"]
+    async with fake.admin.watch() as stream:
+        await admin.advance_clock(8 * 86_400)
+        clock = await stream.wait_for("clock.changed", timeout=2)
+        await admin.proposals()  # a listing persists due expiries
+        expired = await stream.wait_for("proposal.decided", proposal_id=waiting["id"], timeout=2)
+        await admin.set_policy(auto_approve="all")
+        auto = (await propose(api)).json()["proposal"]
+        approved = await stream.wait_for("proposal.decided", proposal_id=auto["id"], timeout=2)
+    assert clock.data["frozen"] is False
+    assert clock.tenant is None
+    assert (expired.data["status"], expired.data["decided_by"]) == ("expired", "expiry")
+    assert (approved.data["status"], approved.data["decided_by"]) == ("approved", "policy")
+
+
+async def test_deletes_restores_balances_faults_and_reset_are_events(
+    fake: InProcessFake, api: httpx.AsyncClient, admin: FakeAdmin
+) -> None:
+    proposal = (await propose(api)).json()["proposal"]
+    memory = (await admin.approve(proposal["id"]))["memory"]
+    fault = await admin.add_fault("recall", 503)
+    async with fake.admin.watch() as stream:
+        await admin.delete_memory(memory["id"])
+        await admin.restore_memory(memory["id"])
+        await admin.set_balance("acct_dev", 50)
+        assert (await recall(api, "anything")).status_code == 503
+        await admin.reset()
+        await stream.wait_for("reset", timeout=2)
+    kinds = [(e.type, e.data.get("change")) for e in stream.seen]
+    assert ("memory.changed", "deleted") in kinds
+    assert ("memory.changed", "restored") in kinds
+    balance = next(e for e in stream.seen if e.type == "credits.changed")
+    assert balance.data["operation"] == "admin_set"
+    assert balance.data["balance"] == 50
+    fired = next(e for e in stream.seen if e.type == "fault.fired")
+    assert fired.data["fault_id"] == fault["fault_id"]
+    assert fired.data["status"] == 503
+    request = next(e for e in stream.seen if e.type == "request")
+    assert request.data["fault_id"] == fault["fault_id"]
+    assert request.data["status"] == 503
+
+
+async def test_last_event_id_resumes_right_after_that_event(
+    fake: InProcessFake, api: httpx.AsyncClient
+) -> None:
+    async with fake.admin.watch() as stream:
+        first = (await propose(api)).json()["proposal"]
+        mark = await stream.wait_for("proposal.created", timeout=2)
+        second = (await propose(api)).json()["proposal"]
+        await stream.wait_for("proposal.created", proposal_id=second["id"], timeout=2)
+    async with fake.admin.watch(after=mark.id) as resumed:
+        again = await resumed.wait_for("proposal.created", timeout=2)
+        first_seen = resumed.seen[0]
+    assert first_seen.id == mark.id + 1
+    assert again.data["proposal_id"] == second["id"] != first["id"]
+
+
+async def test_a_resume_older_than_the_kept_history_starts_at_the_oldest_kept_event(
+    fake: InProcessFake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(events, "HISTORY", 100)
+    with fake.fake.db.write() as conn:
+        for n in range(600):
+            events.emit(conn, "reset", {"n": n}, at="2026-01-01T00:00:00.000000Z", tenant=None)
+        newest = events.resume_after(conn, None)
+        kept = events.after(conn, 0, tenant=None, limit=1000)
+        resumed = events.resume_after(conn, 1)
+    assert len(kept) < 400  # pruned in steps, never more than HISTORY + one step behind
+    assert kept[-1].id == newest
+    assert resumed == kept[0].id - 1
+
+
+async def test_the_stream_needs_the_admin_token_and_a_numeric_last_event_id(fake: InProcessFake) -> None:
+    async with fake.client(None) as anonymous:
+        refused = await anonymous.get("/_fake/events", headers=STREAM)
+    async with fake.client(fake.admin_token) as http:
+        malformed = await http.get("/_fake/events", headers={**STREAM, "Last-Event-ID": "12x"})
+    assert refused.status_code == 401
+    assert refused.json()["code"] == "unauthenticated"
+    assert malformed.status_code == 400
+    assert malformed.json()["code"] == "invalid_header"
+    with pytest.raises(AdminError) as caught:
+        async with FakeAdmin(fake.client("wrong")).watch():
+            pass
+    assert caught.value.status == 401
+
+
+@contextlib.asynccontextmanager
+async def _quick_stream_app(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
+    fake = FakeLucy(FakeLucySettings(database=str(tmp_path / "quick.sqlite3")))
+    app = create_app(fake, event_stream=EventStream(fake, poll=0.01, keepalive=0.05))
+    try:
+        async with httpx.AsyncClient(
+            base_url="http://127.0.0.1:8787",
+            transport=InProcessTransport(app),
+            headers={"Authorization": f"Bearer {fake.admin_token}"},
+        ) as http:
+            yield http
+    finally:
+        fake.close()
+
+
+async def test_an_idle_stream_sends_comment_lines_to_stay_open(tmp_path: Path) -> None:
+    async with (
+        _quick_stream_app(tmp_path) as http,
+        http.stream("GET", "/_fake/events", headers=STREAM) as response,
+    ):
+        assert response.headers["content-type"].startswith("text/event-stream")
+        lines = response.aiter_lines()
+        comments = []
+        while len(comments) < 3:
+            line = await anext(lines)
+            if line.startswith(":"):
+                comments.append(line)
+    assert comments == [": connected", ": keep-alive", ": keep-alive"]
+
+
+async def test_events_of_one_worker_reach_a_stream_served_by_another_process(tmp_path: Path) -> None:
+    """Two processes on one file (what two workers are): a stream on one sees the other's change."""
+    with LiveServer.start(tmp_path) as first:
+        other = FakeLucy(FakeLucySettings(database=first.fake.settings.database), initialise=False)
+        app = create_app(other)
+        try:
+            async with first.admin_client() as http:
+                admin = FakeAdmin(http)
+                async with (
+                    admin.watch() as stream,
+                    httpx.AsyncClient(
+                        base_url="http://127.0.0.1:8787",
+                        transport=InProcessTransport(app),
+                        headers={"Authorization": f"Bearer {first.dev_token}"},
+                    ) as elsewhere,
+                ):
+                    created = (await propose(elsewhere)).json()["proposal"]
+                    event = await stream.wait_for("proposal.created", timeout=2)
+        finally:
+            other.close()
+    assert event.data["proposal_id"] == created["id"]
+
+
+async def test_a_server_with_an_open_stream_shuts_down(tmp_path: Path) -> None:
+    with LiveServer.start(tmp_path) as server:
+        async with (
+            server.admin_client() as http,
+            http.stream("GET", "/_fake/events", headers=STREAM, timeout=None) as response,
+        ):
+            assert response.status_code == 200
+            server.stop()  # joins uvicorn's thread for 10 s at most
+            assert not server.thread.is_alive()  # the stream ended with the shutdown, not after it

@@ -1,0 +1,279 @@
+"""Issue 14, must-hold 5: the operator CLI against a running fake (SPEC 3.11), and the server log."""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from fake_lucy import cli
+from fake_lucy.operator_cli import UsageError, parse_duration
+from fake_lucy.testing import LiveServer, ServeProcess
+from tests.helpers import V1, proposal_body
+
+pytestmark = pytest.mark.slow
+
+
+def fake_lucy(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def propose(server: LiveServer, content: str = "We deploy on Tuesdays.") -> dict[str, Any]:
+    response = httpx.post(
+        server.base_url + V1 + "/proposals",
+        json=proposal_body(content),
+        headers={"Authorization": f"Bearer {server.dev_token}", "Idempotency-Key": uuid.uuid4().hex},
+    )
+    assert response.status_code == 201, response.text
+    proposal: dict[str, Any] = response.json()["proposal"]
+    return proposal
+
+
+def control(server: LiveServer, method: str, path: str, **kwargs: Any) -> Any:
+    response = httpx.request(
+        method,
+        server.base_url + "/_fake" + path,
+        headers={"Authorization": f"Bearer {server.admin_token}"},
+        **kwargs,
+    )
+    response.raise_for_status()
+    return response.json() if response.content else None
+
+
+@pytest.fixture
+def url(live: LiveServer, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("FAKE_LUCY_URL", live.base_url)
+    monkeypatch.delenv("FAKE_LUCY_ADMIN_TOKEN", raising=False)
+    monkeypatch.delenv("FAKE_LUCY_ADMIN_TOKEN_FILE", raising=False)
+    return live.base_url
+
+
+def test_proposals_lists_a_table_for_people_and_json_for_scripts(
+    live: LiveServer, url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    created = propose(live, "Zero\u200bwidth and \x1b[31mred")
+    code, table, _ = fake_lucy(capsys, "proposals")
+    assert code == 0
+    header, row = table.splitlines()
+    assert header.split() == ["ID", "STATUS", "KIND", "SCOPE", "TOPIC", "CREATED", "CONTENT"]
+    assert row.startswith(created["id"])
+    assert "Zero⟨U+200B⟩width and ⟨U+001B⟩[31mred" in row
+    code, out, _ = fake_lucy(capsys, "proposals", "--status", "pending", "--json")
+    assert code == 0
+    assert [p["id"] for p in json.loads(out)] == [created["id"]]
+    code, out, _ = fake_lucy(capsys, "proposals", "--status", "approved", "--json")
+    assert json.loads(out) == []
+
+
+def test_approve_reject_and_expire_decide_and_the_control_api_confirms(
+    live: LiveServer, url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first, second, third = (propose(live, f"Fact {n}.") for n in range(3))
+    code, out, _ = fake_lucy(capsys, "approve", first["id"])
+    assert code == 0
+    assert out.startswith(f"{first['id']} approved → mem_")
+    code, out, _ = fake_lucy(capsys, "reject", second["id"], "--reason", "not a fact")
+    assert (code, out.strip()) == (0, f"{second['id']} rejected")
+    code, out, _ = fake_lucy(capsys, "expire", third["id"], "--json")
+    assert json.loads(out)[0]["status"] == "expired"
+    by_id = {p["id"]: p for p in control(live, "GET", "/proposals")["items"]}
+    assert by_id[first["id"]]["status"] == "approved"
+    assert by_id[second["id"]]["reason_detail"] == "not a fact"
+    code, out, _ = fake_lucy(capsys, "memories")
+    assert code == 0
+    assert "Fact 0." in out
+
+
+def test_an_unknown_id_a_wrong_token_or_no_server_is_one_line_and_exit_1(
+    live: LiveServer,
+    url: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    code, out, err = fake_lucy(capsys, "approve", "prop_AAAAAAAAAAAAAAAAAAAAAA")
+    assert (code, out) == (1, "")
+    assert err == "fake-lucy: prop_AAAAAAAAAAAAAAAAAAAAAA: 404 not_found: no proposal has this id\n"
+    token_file = tmp_path / "token"
+    token_file.write_text("not-the-admin-token\n")
+    code, _, err = fake_lucy(capsys, "proposals", "--admin-token-file", str(token_file))
+    assert code == 1
+    assert err == "fake-lucy: 401 unauthenticated: the control API needs the admin bearer token\n"
+    assert "not-the-admin-token" not in err
+    code, _, err = fake_lucy(capsys, "reset", "--url", "http://127.0.0.1:9")
+    assert code == 1
+    assert err == "fake-lucy: cannot reach http://127.0.0.1:9 (connection refused)\n"
+
+
+def test_a_usage_or_configuration_error_is_exit_2(
+    url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with pytest.raises(SystemExit) as usage:
+        cli.main(["approve"])
+    assert usage.value.code == 2
+    assert "the following arguments are required: ID" in capsys.readouterr().err
+    code, _, err = fake_lucy(capsys, "clock", "advance", "soon")
+    assert (code, err) == (2, "fake-lucy: 'soon' is not a duration (like 90s, 15m, 2h, 7d)\n")
+    code, _, err = fake_lucy(capsys, "proposals", "--url", "http://lucy.example.com:8787")
+    assert (code, err) == (2, "fake-lucy: no admin token: set FAKE_LUCY_ADMIN_TOKEN or --admin-token-file\n")
+    code, _, err = fake_lucy(capsys, "proposals", "--url", "ftp://127.0.0.1")
+    assert code == 2
+
+
+def test_clock_faults_and_reset_steer_the_running_fake(
+    live: LiveServer, url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = control(live, "GET", "/clock")
+    code, out, _ = fake_lucy(capsys, "clock", "freeze", "--json")
+    assert json.loads(out)["frozen"] is True
+    code, out, _ = fake_lucy(capsys, "clock", "advance", "2h", "--json")
+    advanced = json.loads(out)
+    assert code == 0
+    assert control(live, "GET", "/clock") == advanced
+    assert advanced["now"] > before["now"]
+    code, out, _ = fake_lucy(capsys, "clock", "unfreeze")
+    assert code == 0
+    assert "frozen" not in out
+    assert control(live, "GET", "/clock")["frozen"] is False
+    code, _, err = fake_lucy(capsys, "clock", "set", "2020-01-01")
+    assert code == 1
+    assert "409 clock_regression" in err
+    code, out, _ = fake_lucy(capsys, "faults", "add", "propose", "503", "--count", "2")
+    assert code == 0
+    assert out.endswith("armed (2 left)\n")
+    (fault,) = control(live, "GET", "/faults")["items"]
+    assert (fault["operation"], fault["status"], fault["remaining"]) == ("propose", 503, 2)
+    code, out, _ = fake_lucy(capsys, "faults")
+    assert fault["fault_id"] in out
+    propose_refused = httpx.post(
+        live.base_url + V1 + "/proposals",
+        json=proposal_body(),
+        headers={"Authorization": f"Bearer {live.dev_token}", "Idempotency-Key": "k1"},
+    )
+    assert propose_refused.status_code == 503
+    assert fake_lucy(capsys, "faults", "clear")[0] == 0
+    assert control(live, "GET", "/faults")["items"] == []
+    propose(live)
+    code, out, _ = fake_lucy(capsys, "reset")
+    assert code == 0
+    assert out.startswith("reset (")
+    assert control(live, "GET", "/proposals")["items"] == []
+
+
+def test_durations_read_like_people_write_them() -> None:
+    assert parse_duration("90s") == 90
+    assert parse_duration("2h") == 7200
+    assert parse_duration("7d") == 604_800
+    assert parse_duration("1h30m") == 5400
+    assert parse_duration("45") == 45
+    for bad in ("2x", "h", "1h 30m", ""):
+        with pytest.raises(UsageError):
+            parse_duration(bad)
+
+
+class _Lines(io.StringIO):
+    """An output a test can wait on: ``wait_for(text)`` returns once ``text`` has been written."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.changed = threading.Condition()
+
+    def write(self, text: str) -> int:
+        with self.changed:
+            written = super().write(text)
+            self.changed.notify_all()
+        return written
+
+    def wait_for(self, text: str, timeout: float = 5) -> bool:
+        with self.changed:
+            return self.changed.wait_for(lambda: text in self.getvalue(), timeout)
+
+
+def test_requests_follow_prints_new_requests_as_they_arrive(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("FAKE_LUCY_ADMIN_TOKEN", raising=False)
+    with LiveServer.start(tmp_path) as server:
+        propose(server)  # before: in the listing
+        parser = cli._parser()
+        args = parser.parse_args(["requests", "--follow", "--json", "--url", server.base_url])
+        out = _Lines()
+        codes: list[int] = []
+        follower = threading.Thread(
+            target=lambda: codes.append(cli.operator_cli.run(args, out, io.StringIO()))
+        )
+        follower.start()
+        try:
+            assert out.wait_for('"operation": "propose"'), "the listing (the stream is open by then)"
+            response = httpx.post(
+                server.base_url + V1 + "/recall",
+                json={"query": "tuesday"},
+                headers={"Authorization": f"Bearer {server.dev_token}"},
+            )
+            assert response.status_code == 200
+            assert out.wait_for('"operation": "recall"'), out.getvalue()
+        finally:
+            server.stop()  # ends the stream, and so the command
+            follower.join(10)
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [line["operation"] for line in lines] == ["propose", "recall"]
+    assert lines[1]["request_id"] == response.headers["Lucy-Request-Id"]
+    assert codes == [0]
+
+
+def test_serve_logs_one_line_per_v1_request_without_tokens_or_bodies_and_prints_a_console_link(
+    tmp_path: Path,
+) -> None:
+    database = tmp_path / "logged.sqlite3"
+    with ServeProcess.start(["--database", str(database)], env={"FAKE_LUCY_QUIET": "false"}) as server:
+        headers = {"Authorization": f"Bearer {server.dev_token}", "Idempotency-Key": "key-0123456789abcdef"}
+        body = proposal_body("A body that never reaches the log.")
+        assert httpx.post(server.base_url + V1 + "/proposals", json=body, headers=headers).status_code == 201
+        assert httpx.post(server.base_url + V1 + "/recall", json={"query": "x"}).status_code == 401
+        out, err = server.stop()
+    link = next(line for line in out.splitlines() if line.strip().startswith("console:"))
+    assert f"{server.base_url}/_fake/console/login/" in link
+    lines = [line for line in err.splitlines() if " propose " in line or " recall " in line]
+    assert len(lines) == 2, err
+    assert " propose " in lines[0]
+    assert " 201 " in lines[0]
+    assert "1 credit" in lines[0]
+    assert "key key-0123…" in lines[0]
+    assert "cred_dev_default" in lines[0]
+    assert " 401 " in lines[1]
+    for secret in (server.dev_token, server.admin_token, "never reaches the log", "key-0123456789abcdef"):
+        assert secret not in err
+
+
+def test_the_printed_console_link_logs_in_once(tmp_path: Path) -> None:
+    with ServeProcess.start(["--database", str(tmp_path / "link.sqlite3")]) as server:
+        banner = b""
+        assert server.process.stdout is not None
+        while b"console:" not in banner:
+            banner += server.process.stdout.readline().encode()
+        link = banner.decode().split("console:", 1)[1].split()[0]
+        with httpx.Client() as browser:
+            first = browser.get(link)
+            assert first.status_code == 200
+            assert browser.get(server.base_url + "/_fake/console/").status_code == 200
+        assert httpx.get(link).status_code == 403
+
+
+def test_quiet_serve_logs_no_requests(tmp_path: Path) -> None:
+    with ServeProcess.start(["--database", str(tmp_path / "quiet.sqlite3"), "--quiet"]) as server:
+        response = httpx.post(
+            server.base_url + V1 + "/recall",
+            json={"query": "x"},
+            headers={"Authorization": f"Bearer {server.dev_token}"},
+        )
+        assert response.status_code == 200
+        _, err = server.stop()
+    assert " recall " not in err
