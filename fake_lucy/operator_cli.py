@@ -26,6 +26,7 @@ import httpx
 from fake_lucy.domain.seed import DEFAULT_ADMIN_TOKEN
 from fake_lucy.settings import is_loopback
 from fake_lucy.text import visible
+from lucy_memory._contract import PROPOSAL_STATES
 
 __all__ = ["COMMANDS", "add_commands", "parse_duration", "run"]
 
@@ -94,7 +95,7 @@ def add_commands(commands: Any) -> None:
     again = _common(argparse.SUPPRESS)
 
     proposals = commands.add_parser("proposals", parents=[common], help="list proposals")
-    proposals.add_argument("--status", choices=("pending", "approved", "rejected", "expired", "superseded"))
+    proposals.add_argument("--status", choices=PROPOSAL_STATES)
     proposals.add_argument("--tenant")
     proposals.add_argument("--limit", type=int, help="show at most this many")
     for verb, text in (("approve", "approve"), ("reject", "reject"), ("expire", "expire")):

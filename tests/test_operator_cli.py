@@ -106,7 +106,8 @@ def test_an_unknown_id_a_wrong_token_or_no_server_is_one_line_and_exit_1(
     token_file.write_text("not-the-admin-token\n")
     code, _, err = fake_lucy(capsys, "proposals", "--admin-token-file", str(token_file))
     assert code == 1
-    assert err == "fake-lucy: 401 unauthenticated: the control API needs the admin bearer token\n"
+    needs = "the control API needs the server admin token or a tenant admin token"
+    assert err == f"fake-lucy: 401 unauthenticated: {needs}\n"
     assert "not-the-admin-token" not in err
     code, _, err = fake_lucy(capsys, "reset", "--url", "http://127.0.0.1:9")
     assert code == 1

@@ -37,7 +37,7 @@ from fake_lucy.http.events import EventStream, last_event_id
 from fake_lucy.http.problems import ERRORS, problem_response, schema_problem
 from fake_lucy.runtime import FakeLucy
 from fake_lucy.text import pieces, word_diff
-from lucy_memory._contract import schema_validator
+from lucy_memory._contract import PROPOSAL_STATES, schema_validator
 
 __all__ = ["PREFIX", "console_router", "visible_markup"]
 
@@ -45,7 +45,7 @@ PREFIX = "/_fake/console"
 COOKIE = "fake_lucy_console"
 MAX_FORM = 16_384
 PAGE = 50
-STATUSES = ("pending", "approved", "rejected", "expired", "superseded")
+STATUSES = PROPOSAL_STATES
 SECURITY_HEADERS = {
     "Content-Security-Policy": (
         "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self';"

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 import httpx
 
-from fake_lucy.testing.admin import FakeAdmin
+from fake_lucy.testing.admin import AdminEvent, FakeAdmin
 from lucy_memory._contract import PERMISSIONS
 
 __all__ = ["SyncFakeAdmin"]
@@ -182,3 +182,14 @@ class SyncFakeAdmin:
     def findings(self, **filters: Any) -> list[dict[str, Any]]:
         """Every finding (SPEC 3.8) matching the filters, oldest first."""
         return self._do(self._admin.findings, **filters)
+
+    def wait_for(
+        self,
+        type_: str,
+        *,
+        timeout: float = 5.0,
+        after: int | None = None,
+        **data: Any,
+    ) -> AdminEvent:
+        """The first event of ``type_`` (with the given data values) from now on, or after ``after``."""
+        return self._do(self._admin.wait_for, type_, timeout=timeout, after=after, **data)
