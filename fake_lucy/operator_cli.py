@@ -1,5 +1,6 @@
 """The operator CLI (SPEC 3.11): ``fake-lucy proposals | approve | reject | expire | memories |
-requests [--follow] | clock | faults | reset`` against a running fake, over the control API.
+requests [--follow] | findings | clock | faults | reset | tenants create | tenants delete |
+snapshot export | snapshot import`` against a running fake, over the control API.
 
 Tables for people, ``--json`` for scripts. Exit 0 on success, 1 when the fake answers with a
 problem or cannot be reached (one line: the problem's status, code and detail), 2 on a usage or
@@ -23,15 +24,30 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from fake_lucy.domain import findings
 from fake_lucy.domain.seed import DEFAULT_ADMIN_TOKEN
 from fake_lucy.settings import is_loopback
+from fake_lucy.snapshot_file import write_atomically
 from fake_lucy.text import visible
-from lucy_memory._contract import PROPOSAL_STATES
+from lucy_memory._contract import PROPOSAL_STATES, InvalidJSONError, parse_json_object
 
 __all__ = ["COMMANDS", "add_commands", "parse_duration", "run"]
 
 DEFAULT_URL = "http://127.0.0.1:8787"
-COMMANDS = ("proposals", "approve", "reject", "expire", "memories", "requests", "clock", "faults", "reset")
+COMMANDS = (
+    "proposals",
+    "approve",
+    "reject",
+    "expire",
+    "memories",
+    "requests",
+    "findings",
+    "clock",
+    "faults",
+    "reset",
+    "tenants",
+    "snapshot",
+)
 CONTENT_WIDTH = 60
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400}
@@ -110,6 +126,9 @@ def add_commands(commands: Any) -> None:
     requests = commands.add_parser("requests", parents=[common], help="the request journal")
     requests.add_argument("--limit", type=int, default=50, help="the newest N (default 50)")
     requests.add_argument("--follow", "-f", action="store_true", help="then print new requests as they come")
+    findings_ = commands.add_parser("findings", parents=[common], help="what the fake noticed of the clients")
+    findings_.add_argument("--credential", metavar="ID", help="only this credential's")
+    findings_.add_argument("--code", choices=findings.CODES)
     clock = commands.add_parser("clock", parents=[common], help="show or move the fake's clock")
     clock_actions = clock.add_subparsers(dest="action")
     advance = clock_actions.add_parser(
@@ -135,6 +154,24 @@ def add_commands(commands: Any) -> None:
     add.add_argument("--credential-id")
     fault_actions.add_parser("clear", parents=[again], help="remove every fault")
     commands.add_parser("reset", parents=[common], help="reset the fake to its seed")
+    tenants = commands.add_parser("tenants", parents=[common], help="create or delete a tenant")
+    tenant_actions = tenants.add_subparsers(dest="action", required=True)
+    create = tenant_actions.add_parser(
+        "create", parents=[again], help="a new tenant; prints its credential and admin tokens once"
+    )
+    create.add_argument("--tenant", help="its id (default: a generated one)")
+    create.add_argument("--credits", type=int, help="the account's initial balance (default 1000)")
+    delete = tenant_actions.add_parser("delete", parents=[again], help="delete a tenant and all it holds")
+    delete.add_argument("tenant")
+    snapshots = commands.add_parser("snapshot", parents=[common], help="export or import the whole state")
+    snapshot_actions = snapshots.add_subparsers(dest="action", required=True)
+    export = snapshot_actions.add_parser(
+        "export", parents=[again], help="write the state to FILE (atomically: FILE is whole or untouched)"
+    )
+    export.add_argument("file", type=Path, metavar="FILE")
+    export.add_argument("--include-journal", action="store_true", help="with the request journal")
+    load = snapshot_actions.add_parser("import", parents=[again], help="replace the state with FILE's")
+    load.add_argument("file", type=Path, metavar="FILE")
 
 
 def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
@@ -185,12 +222,20 @@ class _Api:
         self.url = url
 
     def call(self, method: str, path: str, body: Any = None, **params: Any) -> Any:
-        query = {k: v for k, v in params.items() if v is not None}
+        return _answer(self.send(method, path, json=body, params=params), self.url)
+
+    def send(
+        self, method: str, path: str, params: dict[str, Any] | None = None, **options: Any
+    ) -> httpx.Response:
+        """The answer as it came (a problem raises); ``options`` as for ``httpx.Client.request``."""
+        query = {k: v for k, v in (params or {}).items() if v is not None}
         try:
-            response = self.http.request(method, "/_fake" + path, json=body, params=query)
+            response = self.http.request(method, "/_fake" + path, params=query, **options)
         except httpx.TransportError as exc:
             raise ApiError(f"cannot reach {self.url} ({_reason(exc)})") from None
-        return _answer(response, self.url)
+        if response.status_code >= 400:
+            _answer(response, self.url)
+        return response
 
     def pages(self, path: str, limit: int | None = None, **params: Any) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []
@@ -231,7 +276,11 @@ def _answer(response: httpx.Response, url: str) -> Any:
     try:
         problem = response.json()
         detail = f"{response.status_code} {problem['code']}: {problem['detail']}"
-    except (ValueError, KeyError, TypeError):
+        errors = (problem.get("details") or {}).get("errors") or []
+        if errors:  # a 422: the first pointers, and what is wrong there
+            where = "; ".join(f"{error['pointer'] or '/'} {error['detail']}" for error in errors[:3])
+            detail += f" ({where}{'; …' if len(errors) > 3 else ''})"
+    except (ValueError, KeyError, TypeError, AttributeError):
         detail = f"HTTP {response.status_code} from {url} (not an answer of fake-lucy)"
     raise ApiError(visible(detail))
 
@@ -394,6 +443,27 @@ def _print_requests(
             )
 
 
+def _findings(api: _Api, args: argparse.Namespace, out: TextIO) -> None:
+    items = api.pages("/findings", credential_id=args.credential, code=args.code)
+    if args.json:
+        _json(out, items)
+        return
+    rows = [
+        [
+            f["finding_id"],
+            _when(f["at"]),
+            f["code"],
+            _cell(f["credential_id"]),
+            _cell(" ".join(f["request_ids"]), 30),
+            _cell(f["detail"], CONTENT_WIDTH * 2),
+        ]
+        for f in items
+    ]
+    _table(out, ["FINDING", "AT", "CODE", "CREDENTIAL", "REQUESTS", "DETAIL"], rows)
+    if not rows:
+        print("no findings", file=out)
+
+
 def _clock(api: _Api, args: argparse.Namespace, out: TextIO) -> None:
     if args.action == "advance":
         state = api.call("POST", "/clock/advance", {"seconds": parse_duration(args.duration)})
@@ -465,6 +535,71 @@ def _reset(api: _Api, args: argparse.Namespace, out: TextIO) -> None:
         print(f"reset ({answer['took_ms']} ms)", file=out)
 
 
+def _tenants(api: _Api, args: argparse.Namespace, out: TextIO) -> None:
+    if args.action == "delete":
+        api.call("DELETE", f"/tenants/{args.tenant}")
+        if args.json:
+            _json(out, {"tenant": args.tenant, "deleted": True})
+        else:
+            print(f"tenant {visible(args.tenant)} deleted", file=out)
+        return
+    body = {"tenant": args.tenant, "credits": args.credits}
+    created = api.call("POST", "/tenants", {k: v for k, v in body.items() if v is not None})
+    # the tokens are shown only in this answer (the fake keeps their hashes): printed once, here
+    if args.json:
+        _json(out, created)
+        return
+    credential = created["credential"]
+    rows = [
+        ("tenant", created["tenant"]),
+        ("credential", credential["credential_id"]),
+        ("credential token", credential["token"]),
+        ("account", credential["account"]),
+        ("user", credential["user"]),
+        ("permissions", " ".join(credential["permissions"])),
+        ("admin token", created["admin_token"]),
+    ]
+    for name, value in rows:
+        print(f"{name:<17} {_cell(value)}", file=out)
+    print("the tokens are shown only now (the fake keeps their hashes)", file=out)
+
+
+def _snapshot(api: _Api, args: argparse.Namespace, out: TextIO) -> None:
+    path: Path = args.file
+    if args.action == "export":
+        include = "true" if args.include_journal else "false"
+        response = api.send("GET", "/snapshot", params={"include_journal": include})
+        try:
+            document = parse_json_object(response.content)
+        except InvalidJSONError:
+            raise ApiError(f"the answer from {api.url} is not a snapshot (not a JSON object)") from None
+        try:
+            write_atomically(path, response.content.rstrip(b"\n") + b"\n")  # the bytes as sent
+        except OSError as exc:
+            raise UsageError(f"cannot write {path} ({exc.strerror or exc})") from None
+        if args.json:
+            _json(out, {"file": str(path), "bytes": path.stat().st_size})
+        else:
+            tenants = len(document.get("tenants") or [])
+            print(f"{path} written ({path.stat().st_size} bytes, {tenants} tenant(s))", file=out)
+        return
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"cannot read {path} ({exc.strerror or exc})") from None
+    try:
+        parse_json_object(data)
+    except InvalidJSONError as exc:
+        raise UsageError(f"{path} is not a JSON object ({exc})") from None
+    answer = _answer(
+        api.send("PUT", "/snapshot", content=data, headers={"Content-Type": "application/json"}), api.url
+    )
+    if args.json:
+        _json(out, answer)
+    else:
+        print(f"{path} imported", file=out)
+
+
 _HANDLERS: dict[str, Callable[[_Api, argparse.Namespace, TextIO], None]] = {
     "proposals": _proposals,
     "approve": _decide,
@@ -472,7 +607,10 @@ _HANDLERS: dict[str, Callable[[_Api, argparse.Namespace, TextIO], None]] = {
     "expire": _decide,
     "memories": _memories,
     "requests": _requests,
+    "findings": _findings,
     "clock": _clock,
     "faults": _faults,
     "reset": _reset,
+    "tenants": _tenants,
+    "snapshot": _snapshot,
 }
