@@ -278,3 +278,116 @@ def test_quiet_serve_logs_no_requests(tmp_path: Path) -> None:
         assert response.status_code == 200
         _, err = server.stop()
     assert " recall " not in err
+
+
+def recall(server: LiveServer, token: str, **headers: str) -> httpx.Response:
+    return httpx.post(
+        server.base_url + V1 + "/recall",
+        json={"query": "tuesday"},
+        headers={"Authorization": f"Bearer {token}", **headers},
+    )
+
+
+def test_findings_lists_a_retried_recall_as_a_table_and_as_json(
+    live: LiveServer, url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = fake_lucy(capsys, "findings")
+    assert (code, out) == (0, "no findings\n")
+    assert recall(live, live.dev_token, **{"Lucy-Retry-Attempt": "1"}).status_code == 200
+    code, table, _ = fake_lucy(capsys, "findings")
+    assert code == 0
+    header, row = table.splitlines()
+    assert header.split() == ["FINDING", "AT", "CODE", "CREDENTIAL", "REQUESTS", "DETAIL"]
+    (finding,) = control(live, "GET", "/findings")["items"]
+    assert row.startswith(finding["finding_id"])
+    assert " recall_retried " in row
+    assert " cred_dev_default " in row
+    assert "Lucy-Retry-Attempt: 1" in row
+    code, out, _ = fake_lucy(capsys, "findings", "--code", "recall_retried", "--json")
+    assert (code, json.loads(out)) == (0, [finding])
+    code, out, _ = fake_lucy(capsys, "findings", "--credential", "cred_AAAAAAAAAAAAAAAAAAAAAA", "--json")
+    assert (code, json.loads(out)) == (0, [])
+    code, out, _ = fake_lucy(capsys, "findings", "--code", "status_retried", "--json")
+    assert (code, json.loads(out)) == (0, [])
+
+
+def test_tenants_create_prints_a_credential_token_that_recalls_and_delete_makes_it_401(
+    live: LiveServer, url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tenant = f"cli-{uuid.uuid4().hex[:8]}"
+    code, out, err = fake_lucy(capsys, "tenants", "create", "--tenant", tenant, "--credits", "5")
+    assert (code, err) == (0, "")
+    lines = dict(line.split(None, 1) for line in out.replace(" token", "_token").splitlines()[:7])
+    assert lines["tenant"] == tenant
+    token = lines["credential_token"]
+    assert lines["admin_token"] != token
+    answer = recall(live, token)
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["Lucy-Credits-Remaining"] == "4"  # the --credits it was created with
+    code, out, _ = fake_lucy(capsys, "tenants", "create", "--json")
+    created = json.loads(out)
+    assert code == 0
+    assert recall(live, created["credential"]["token"]).status_code == 200
+    code, out, _ = fake_lucy(capsys, "tenants", "delete", tenant)
+    assert (code, out) == (0, f"tenant {tenant} deleted\n")
+    assert recall(live, token).status_code == 401
+    assert recall(live, created["credential"]["token"]).status_code == 200
+    code, out, err = fake_lucy(capsys, "tenants", "delete", tenant)
+    assert (code, out, len(err.splitlines())) == (1, "", 1)
+    assert "404" in err
+
+
+def test_snapshot_export_then_import_restores_the_state(
+    live: LiveServer, url: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    kept = propose(live, "Kept in the snapshot.")
+    state = tmp_path / "state" / "fake.json"
+    code, out, err = fake_lucy(capsys, "snapshot", "export", str(state), "--include-journal")
+    assert (code, err) == (0, "")
+    assert out.startswith(f"{state} written (")
+    assert [p.name for p in state.parent.iterdir()] == ["fake.json"]  # no temporary file left
+    document = json.loads(state.read_bytes())
+    (dev,) = document["tenants"]
+    assert [p["id"] for p in dev["proposals"]] == [kept["id"]]
+    assert [row["operation"] for row in dev["journal"]] == ["propose"]  # --include-journal
+    assert fake_lucy(capsys, "approve", kept["id"])[0] == 0
+    later = propose(live, "Not in the snapshot.")
+    code, out, err = fake_lucy(capsys, "snapshot", "import", str(state))
+    assert (code, out, err) == (0, f"{state} imported\n", "")
+    proposals = control(live, "GET", "/proposals")["items"]
+    assert [(p["id"], p["status"]) for p in proposals] == [(kept["id"], "pending")]
+    assert later["id"] not in {p["id"] for p in proposals}
+    assert control(live, "GET", "/memories")["items"] == []
+
+
+def test_snapshot_import_of_a_file_that_is_not_json_is_one_line_and_exit_2(
+    live: LiveServer, url: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    kept = propose(live)
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"format": "lucy-fake-snapshot",\n')
+    code, out, err = fake_lucy(capsys, "snapshot", "import", str(broken))
+    assert (code, out) == (2, "")
+    assert err.startswith(f"fake-lucy: {broken} is not a JSON object (")
+    assert len(err.splitlines()) == 1
+    code, _, err = fake_lucy(capsys, "snapshot", "import", str(tmp_path / "absent.json"))
+    assert code == 2
+    assert len(err.splitlines()) == 1
+    assert [p["id"] for p in control(live, "GET", "/proposals")["items"]] == [kept["id"]]
+
+
+def test_snapshot_import_of_a_newer_format_is_one_line_naming_the_pointer_and_exit_1(
+    live: LiveServer, url: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    kept = propose(live)
+    document = control(live, "GET", "/snapshot")
+    document["version"] += 1
+    newer = tmp_path / "newer.json"
+    newer.write_text(json.dumps(document))
+    code, out, err = fake_lucy(capsys, "snapshot", "import", str(newer))
+    assert (code, out) == (1, "")
+    assert err.startswith(
+        "fake-lucy: 422 invalid_request: the snapshot was written by a newer fake-lucy (/version "
+    )
+    assert len(err.splitlines()) == 1
+    assert [p["id"] for p in control(live, "GET", "/proposals")["items"]] == [kept["id"]]
