@@ -13,6 +13,7 @@ from fake_lucy.domain.ids import IdFactory
 from fake_lucy.domain.lifecycle import VersionContent, clear_index, create_memory
 from fake_lucy.domain.principals import Scope, create_credential, ensure_tenant
 from fake_lucy.store import queries
+from fake_lucy.store.tables import STATE_TABLES
 from lucy_memory._contract import canonical_bytes, load_contract, schema_validator
 
 __all__ = [
@@ -51,25 +52,7 @@ DEFAULT_SEED: dict[str, Any] = {
 
 # Tables cleared by reset, in an order with no dangling references (the tenants' full-text
 # indexes go first, see ``reset``).
-_TABLES = (
-    "memory_versions",
-    "memories",
-    "memory_access",
-    "proposals",
-    "idempotency_records",
-    "ledger",
-    "journal",
-    "faults",
-    "rate_buckets",
-    "findings",
-    "client_watch",
-    "status_polls",
-    "poll_series",
-    "credentials",
-    "accounts",
-    "tenants",
-    "server_state",
-)
+_TABLES = STATE_TABLES
 
 
 def validate_seed(seed: Any) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from fake_lucy.store.records import JOURNAL_COLUMNS
+from fake_lucy.store.tables import STATE_TABLES
 
 __all__ = [
     "TENANT_ROWS",
@@ -48,25 +49,7 @@ TENANT_ROWS: dict[str, str] = {
 
 # Everything a full restore replaces: the tables a snapshot carries and the instrumentation that
 # belongs to the state it replaces (faults, buckets, findings and their watch, the journal).
-_ALL_TABLES = (
-    "memory_versions",
-    "memories",
-    "memory_access",
-    "proposals",
-    "idempotency_records",
-    "ledger",
-    "journal",
-    "faults",
-    "rate_buckets",
-    "findings",
-    "client_watch",
-    "status_polls",
-    "poll_series",
-    "credentials",
-    "accounts",
-    "tenants",
-    "server_state",
-)
+_ALL_TABLES = STATE_TABLES
 
 
 def tenant_ids(conn: sqlite3.Connection) -> list[str]:

@@ -18,7 +18,15 @@ from sqlmodel import AutoString, Field, SQLModel
 
 from fake_lucy.store.records import JournalRow, LedgerRecord
 
-__all__ = ["ADDED_COLUMNS", "ADDED_INDEXES", "LEGACY_FTS_TABLE", "fts_ddl", "fts_table", "metadata"]
+__all__ = [
+    "ADDED_COLUMNS",
+    "ADDED_INDEXES",
+    "LEGACY_FTS_TABLE",
+    "STATE_TABLES",
+    "fts_ddl",
+    "fts_table",
+    "metadata",
+]
 
 
 class Tenant(SQLModel, table=True):
@@ -389,4 +397,26 @@ ADDED_INDEXES = (
     "CREATE INDEX IF NOT EXISTS ix_memories_tenant_id ON memories (tenant_id)",
     "CREATE INDEX IF NOT EXISTS ix_journal_tenant ON journal (tenant)",
     "CREATE INDEX IF NOT EXISTS ix_ledger_tenant_id ON ledger (tenant_id)",
+)
+
+# The tables of the fake's state, in an order with no dangling references: reset clears them (the
+# seed's state follows) and a full snapshot restore replaces them.
+STATE_TABLES = (
+    "memory_versions",
+    "memories",
+    "memory_access",
+    "proposals",
+    "idempotency_records",
+    "ledger",
+    "journal",
+    "faults",
+    "rate_buckets",
+    "findings",
+    "client_watch",
+    "status_polls",
+    "poll_series",
+    "credentials",
+    "accounts",
+    "tenants",
+    "server_state",
 )
