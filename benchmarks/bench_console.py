@@ -35,7 +35,7 @@ from benchmarks.common import (
     Summary,
     free_port,
     machine,
-    process,
+    serve_fake,
     set_credits,
     summarise,
 )
@@ -129,25 +129,14 @@ async def _pages(fake: InProcessFake, timed: Timed) -> dict[str, Summary]:
 
 
 @contextlib.contextmanager
-def _server(database: Path, *extra: str) -> Iterator[str]:
+def _server(database: Path, *, quiet: bool) -> Iterator[str]:
     """``fake-lucy serve`` (one worker) on a seeded file, as ``make bench`` runs it; yields its URL."""
     fake = FakeLucy(FakeLucySettings(database=str(database)))
     Seeder(fake.db.conn, "tenant_dev", DEV_SCOPES).add(MEMORIES)
     fake.close()
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    args = [
-        sys.executable,
-        "-m",
-        "fake_lucy",
-        "serve",
-        "--port",
-        str(port),
-        "--database",
-        str(database),
-        *extra,
-    ]
-    with process(args, base + "/healthz"):
+    with serve_fake(database, port, quiet=quiet):
         set_credits(base, "acct_dev", 10**8)
         yield base
 
@@ -189,8 +178,8 @@ def _http_with_and_without_stream(directory: Path) -> tuple[dict[str, dict[str, 
     }
     streamed = 0
     with (
-        _server(directory / "quiet.sqlite3", "--quiet") as quiet,
-        _server(directory / "log.sqlite3") as logged,
+        _server(directory / "quiet.sqlite3", quiet=True) as quiet,
+        _server(directory / "log.sqlite3", quiet=False) as logged,
     ):
         for _ in range(ROUNDS):
             for condition in conditions:

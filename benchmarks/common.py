@@ -111,9 +111,9 @@ def process(args: list[str], ready_url: str, env: dict[str, str] | None = None) 
             proc.wait()
 
 
-def serve_fake(database: Path, port: int) -> contextlib.AbstractContextManager[None]:
-    """``fake-lucy serve`` (one uvicorn worker) as a separate process, without the server log (its
-    cost is measured on its own by ``bench_console``)."""
+def serve_fake(database: Path, port: int, *, quiet: bool = True) -> contextlib.AbstractContextManager[None]:
+    """``fake-lucy serve`` (one uvicorn worker) as a separate process, by default without the server
+    log (its cost is measured on its own by ``bench_console``)."""
     return process(
         [
             sys.executable,
@@ -124,7 +124,7 @@ def serve_fake(database: Path, port: int) -> contextlib.AbstractContextManager[N
             str(port),
             "--database",
             str(database),
-            "--quiet",
+            *(["--quiet"] if quiet else []),
         ],
         f"http://127.0.0.1:{port}/healthz",
     )
