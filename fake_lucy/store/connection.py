@@ -4,10 +4,11 @@ One connection per process, used only from the event loop's thread: every transa
 completion without an ``await`` inside it, so within a process transactions never interleave, and
 ``BEGIN IMMEDIATE`` with a ``busy_timeout`` serialises writers across worker processes.
 
-A second, read-only connection serves ``in_snapshot``: a long read (a recall's ranking) runs there,
-in a snapshot of its own, on a thread of its own at a lower CPU priority, while the event loop goes
-on serving other requests (SQLite releases the GIL while it works, and a cheap request wins the CPU
-over a ranking). WAL lets it read while any connection writes.
+A second, read-only connection serves ``in_snapshot``: a read (a recall's ranking) runs there, in a
+snapshot of its own. A short one runs at once on the event loop's thread; one that is still running
+after ``INLINE_BUDGET_S`` is stopped and runs again on a thread of its own at a lower CPU priority,
+while the event loop goes on serving other requests (SQLite releases the GIL while it works, and a
+cheap request wins the CPU over a ranking). WAL lets it read while any connection writes.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import os
 import secrets
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -47,6 +49,12 @@ class ForeignDatabaseError(ValueError):
 MEMORY = ":memory:"
 BUSY_TIMEOUT_MS = 10_000
 READER_NICENESS = 10  # the reading thread's nice value (Linux sets it per thread; elsewhere none)
+# A snapshot read runs on the event loop while it takes at most this much CPU time (most rankings take a
+# twentieth of it); a longer one is interrupted and runs on the reading thread instead, and so do the
+# next ``INLINE_PAUSE`` reads (a store whose reads are long does not pay for a try each time).
+INLINE_BUDGET_S = 0.002
+INLINE_CHECK_STEPS = 2_000  # SQLite virtual-machine steps between two looks at the clock
+INLINE_PAUSE = 8
 T = TypeVar("T")
 
 
@@ -55,14 +63,20 @@ def _lower_priority() -> None:
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), READER_NICENESS)
 
 
+class _OverBudget(Exception):
+    """A read on the event loop ran past its budget and was interrupted."""
+
+
 class Database:
     """A SQLite database file (or ``:memory:``) and this process's connection to it."""
 
     def __init__(self, path: str) -> None:
         self.path = path
         self.closed = False
-        self._reader: sqlite3.Connection | None = None  # opened and used on the reading thread only
+        self._reader: sqlite3.Connection | None = None  # used by one snapshot at a time (the lock)
+        self._reader_lock = threading.Lock()
         self._reading_thread: ThreadPoolExecutor | None = None
+        self._inline_pause = 0  # reads left to send to the thread straight away
         if path != MEMORY:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         try:
@@ -206,12 +220,22 @@ class Database:
         conn.execute("COMMIT")
 
     async def in_snapshot(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        """``work(conn)`` in one read snapshot, off the event loop: on the reading connection, on its
-        thread (one snapshot at a time). ``work`` only reads. ``:memory:`` has no second connection
-        (another one would be another database): there it runs in a snapshot of the first."""
+        """``work(conn)`` in one read snapshot on the reading connection (one snapshot at a time).
+        ``work`` only reads. It runs at once when it is short, else off the event loop (see the
+        module's text). ``:memory:`` has no second connection (another one would be another
+        database): there it runs in a snapshot of the first."""
         if self.path == MEMORY:
             with self.read() as conn:
                 return work(conn)
+        if self._inline_pause:
+            self._inline_pause -= 1
+        elif self._reader_lock.acquire(blocking=False):  # no snapshot on the thread meanwhile
+            try:
+                return self._inline(work)
+            except _OverBudget:
+                self._inline_pause = INLINE_PAUSE
+            finally:
+                self._reader_lock.release()
         if self._reading_thread is None:
             self._reading_thread = ThreadPoolExecutor(
                 max_workers=1, thread_name_prefix="fake-lucy-reader", initializer=_lower_priority
@@ -223,15 +247,36 @@ class Database:
             return await anyio.to_thread.run_sync(future.result)
         return await asyncio.wrap_future(future, loop=loop)
 
-    def _snapshot(self, work: Callable[[sqlite3.Connection], T]) -> T:
+    def _inline(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """``work`` in a snapshot on this thread; ``_OverBudget`` when it ran past
+        ``INLINE_BUDGET_S`` and was interrupted (it only reads: nothing to undo)."""
         if self._reader is None:
             self._reader = self._open_reader()
         conn = self._reader
+        # the thread's CPU time: a read is not moved for the time another process had the CPU
+        deadline = time.thread_time() + INLINE_BUDGET_S
+        conn.set_progress_handler(lambda: time.thread_time() > deadline, INLINE_CHECK_STEPS)
         conn.execute("BEGIN")
         try:
             return work(conn)
-        finally:  # nothing was written: ending the snapshot either way is the same
+        except sqlite3.OperationalError as exc:
+            if str(exc) != "interrupted":
+                raise
+            raise _OverBudget from None
+        finally:
+            conn.set_progress_handler(None, 0)
             conn.execute("COMMIT")
+
+    def _snapshot(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        with self._reader_lock:
+            if self._reader is None:
+                self._reader = self._open_reader()
+            conn = self._reader
+            conn.execute("BEGIN")
+            try:
+                return work(conn)
+            finally:  # nothing was written: ending the snapshot either way is the same
+                conn.execute("COMMIT")
 
     def _open_reader(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, cached_statements=64)
@@ -241,14 +286,16 @@ class Database:
         return conn
 
     def _close_reader(self) -> None:
-        if self._reader is not None:
-            self._reader.close()
-            self._reader = None
+        with self._reader_lock:
+            if self._reader is not None:
+                self._reader.close()
+                self._reader = None
 
     def close(self) -> None:
         if self._reading_thread is not None:
             self._reading_thread.submit(self._close_reader)
             self._reading_thread.shutdown(wait=True)  # after every snapshot already asked for
             self._reading_thread = None
+        self._close_reader()
         self.conn.close()
         self.closed = True
