@@ -438,9 +438,9 @@ class V1Pipeline:
         call.journaled = True
 
     async def _recall(self, call: _Call, body: dict[str, Any]) -> Response:
-        """Steps 11 to 13 of a recall: rank in a read snapshot, off the event loop and without the
-        write lock (however long the query), then a short write transaction for the access times,
-        charge, ledger and journal rows."""
+        """Steps 11 to 13 of a recall: rank in a read snapshot without the write lock (at once when
+        it is short, else off the event loop: ``Database.in_snapshot``), then a short write
+        transaction for the access times, charge, ledger and journal rows."""
         principal = call.principal
         scopes: tuple[Scope, ...] = principal.scopes
         if "scope" in body:  # 11
