@@ -48,8 +48,8 @@ def events_after(conn: sqlite3.Connection, after: int, *, tenant: str | None, li
 
 def last_id(conn: sqlite3.Connection) -> int:
     """The newest id ever given (0 before the first event), pruned or not."""
-    row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'events'").fetchone()
-    return 0 if row is None else int(row[0])
+    row = conn.execute("SELECT max(seq) FROM events").fetchone()  # the newest row is never pruned
+    return 0 if row[0] is None else int(row[0])
 
 
 def oldest_id(conn: sqlite3.Connection) -> int | None:

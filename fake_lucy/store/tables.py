@@ -292,11 +292,13 @@ class StatusPoll(SQLModel, table=True):
 
 class Event(SQLModel, table=True):
     """The event stream (SPEC 3.7), one row per change, written in the transaction of the change,
-    so ``seq`` (never reused: AUTOINCREMENT, reset keeps the table) is the commit order across
-    every worker. ``data`` is the event's JSON object. Bounded like the journal."""
+    so ``seq`` is the commit order across every worker. ``seq`` is never reused without
+    AUTOINCREMENT (and its extra write per row, to ``sqlite_sequence``): a new row takes the
+    largest ``seq`` + 1, and no statement deletes the newest row (reset keeps the table, pruning
+    the oldest). Older files made it AUTOINCREMENT, which gives the same numbers. ``data`` is the
+    event's JSON object. Bounded like the journal."""
 
     __tablename__ = "events"
-    __table_args__ = {"sqlite_autoincrement": True}
     seq: int | None = Field(default=None, primary_key=True)
     type: str
     tenant_id: str | None = None
