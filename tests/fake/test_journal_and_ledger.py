@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from fake_lucy.domain import journal
+from fake_lucy.store.connection import Database
+from fake_lucy.store.records import JournalRow
 from fake_lucy.testing import AdminError, FakeAdmin, InProcessFake, LiveServer
 from tests.conftest import HOOKS
 from tests.helpers import V1, proposal_body, propose, recall, status
@@ -231,3 +235,29 @@ async def test_a_balance_of_20_point_0_is_the_integer_20(admin) -> None:
     assert answer == {"account": "acct_dev", "balance": 20}
     assert isinstance(answer["balance"], int)
     assert (await admin.ledger(account="acct_dev"))[-1]["balance_after"] == 20
+
+
+@pytest.mark.parametrize("max_rows", [1, 5, 150, 6_400])
+def test_the_journal_never_holds_more_than_its_bound_and_drops_only_the_oldest(
+    tmp_path: Path, max_rows: int
+) -> None:
+    database = Database(str(tmp_path / "journal.sqlite3"))
+    database.create_schema()
+    batch = journal.trim_batch(max_rows)
+    assert batch == {1: 1, 5: 1, 150: 1, 6_400: 64}[max_rows]
+    try:
+        with database.write() as conn:
+            for n in range(1, max_rows + 3 * batch + 2):
+                row = JournalRow(f"req_{n}", "t", "recall", "cred", "tenant_dev", None, 0, "")
+                journal.append(conn, row, max_rows=max_rows)
+                count, oldest, newest = conn.execute(
+                    "SELECT count(*), min(seq), max(seq) FROM journal"
+                ).fetchone()
+                assert count <= max_rows, f"{count} rows after request {n}"
+                assert (oldest, newest) == (n - count + 1, n), "a row other than the oldest went"
+                if n >= max_rows:
+                    assert count > max_rows - batch, "more than one batch of the oldest went early"
+            kept = [row[0] for row in conn.execute("SELECT request_id FROM journal ORDER BY seq")]
+        assert kept == [f"req_{m}" for m in range(n - len(kept) + 1, n + 1)], "not the newest rows"
+    finally:
+        database.close()
