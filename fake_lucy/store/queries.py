@@ -192,6 +192,9 @@ def ledger_page(
     conn: sqlite3.Connection, *, account: str | None, after: int, limit: int, tenant: str | None = None
 ) -> Page[LedgerRecord]:
     where, params = _where(("seq", after), account_id=account, tenant_id=tenant)
+    if account is not None:  # the ledger's index is its tenant's: the account's rows are among them
+        where += " AND tenant_id = (SELECT a.tenant_id FROM accounts a WHERE a.id = ?)"
+        params.append(account)
     rows = conn.execute(
         f"SELECT * FROM ledger WHERE {where} ORDER BY seq LIMIT ?",  # noqa: S608 - constant clauses
         [*params, limit + 1],

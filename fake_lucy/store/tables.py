@@ -351,7 +351,9 @@ def _log_table(name: str, record: type[Any], *indexed: str) -> Table:
 
 
 journal = _log_table("journal", JournalRow, "tenant")
-ledger = _log_table("ledger", LedgerRecord, "account_id", "tenant_id")
+# One index on the ledger: a commit writes a page of each index, and every charged request adds a
+# row. An account's rows are found through its tenant's (``queries.ledger_page``).
+ledger = _log_table("ledger", LedgerRecord, "tenant_id")
 
 
 # The full-text index of a tenant's active memories, one FTS5 table per tenant, so that bm25's
@@ -392,13 +394,15 @@ ADDED_COLUMNS = (
 )
 
 # Indexes of tables that an existing file already has (``create_all`` adds indexes only with
-# their tables); the names are the ones the declarations above give them.
+# their tables); the names are the ones the declarations above give them. Then the indexes an
+# older file has that the declarations no longer make (the ledger's by account).
 ADDED_INDEXES = (
     "CREATE UNIQUE INDEX IF NOT EXISTS ix_tenants_admin_token_sha256 ON tenants (admin_token_sha256)",
     "CREATE INDEX IF NOT EXISTS ix_credentials_tenant_id ON credentials (tenant_id)",
     "CREATE INDEX IF NOT EXISTS ix_memories_tenant_id ON memories (tenant_id)",
     "CREATE INDEX IF NOT EXISTS ix_journal_tenant ON journal (tenant)",
     "CREATE INDEX IF NOT EXISTS ix_ledger_tenant_id ON ledger (tenant_id)",
+    "DROP INDEX IF EXISTS ix_ledger_account_id",
 )
 
 # The tables of the fake's state, in an order with no dangling references: reset clears them (the
