@@ -1,8 +1,9 @@
 """The event stream (SPEC 3.7): one event per change, in commit order, across all workers.
 
 A change emits its event with ``emit`` inside the transaction that makes it, so the event exists
-exactly when the change committed, and its id (the row's never-reused ``seq``) orders it among the
-events of every worker on the database. Readers (``GET /_fake/events``, the review console) ask
+exactly when the change committed, and its id (from the row's never-reused ``seq``) orders it among
+the events of every worker on the database. A v1 request gathers its events (``batch``) into one
+row: each keeps an id of its own (``store.events``). Readers (``GET /_fake/events``, the review console) ask
 for the events after the last id they saw; history is bounded (the newest ``HISTORY``).
 
 | type | data |
@@ -21,6 +22,8 @@ for the events after the last id they saw; history is bounded (the newest ``HIST
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import orjson
@@ -28,7 +31,7 @@ import orjson
 from fake_lucy.store import events as store
 from fake_lucy.store.events import EventRow
 
-__all__ = ["EVENT_TYPES", "HISTORY", "EventRow", "after", "emit", "resume_after"]
+__all__ = ["EVENT_TYPES", "HISTORY", "EventRow", "after", "batch", "emit", "resume_after"]
 
 EVENT_TYPES = frozenset(
     {
@@ -47,12 +50,45 @@ HISTORY = 10_000
 DECIDED_BY = frozenset({"admin", "policy", "expiry", "supersession"})
 
 
-def emit(conn: sqlite3.Connection, type_: str, data: dict[str, Any], *, at: str, tenant: str | None) -> int:
-    """Record one event in the caller's transaction; returns its id. ``tenant`` is the tenant the
-    change belongs to (``None``: server-wide); ``at`` the server time of the change."""
+# The events of the transactions that ``batch`` gathers, by connection (one transaction at a time
+# on a connection): (type, at, tenant, JSON text), in the order they were emitted.
+_gathering: dict[int, list[tuple[str, str, str | None, str]]] = {}
+
+
+def emit(conn: sqlite3.Connection, type_: str, data: dict[str, Any], *, at: str, tenant: str | None) -> None:
+    """Record one event in the caller's transaction (inside ``batch``: when the batch ends).
+    ``tenant`` is the tenant the change belongs to (``None``: server-wide); ``at`` the server time
+    of the change."""
     if type_ not in EVENT_TYPES:
         raise ValueError(f"unknown event type {type_!r}")
-    return store.append(conn, type_, tenant, at, orjson.dumps(data).decode(), keep=HISTORY)
+    text = orjson.dumps(data).decode()
+    gathered = _gathering.get(id(conn))
+    if gathered is None:
+        store.append(conn, tenant, [(type_, at, text)], keep=HISTORY)
+    else:
+        gathered.append((type_, at, tenant, text))
+
+
+@contextmanager
+def batch(conn: sqlite3.Connection) -> Iterator[None]:
+    """Gather the events emitted inside into one row per tenant, written as the block ends (before
+    the caller's transaction commits; nothing is written when the block raises). Nested, the
+    outermost block writes."""
+    key = id(conn)
+    if key in _gathering:
+        yield
+        return
+    gathered = _gathering[key] = []
+    try:
+        yield
+        start = 0
+        for end in range(1, len(gathered) + 1):
+            if end == len(gathered) or gathered[end][2] != gathered[start][2]:
+                run = gathered[start:end]
+                store.append(conn, run[0][2], [(t, a, d) for t, a, _, d in run], keep=HISTORY)
+                start = end
+    finally:
+        del _gathering[key]
 
 
 def after(conn: sqlite3.Connection, last_id: int, *, tenant: str | None, limit: int = 500) -> list[EventRow]:

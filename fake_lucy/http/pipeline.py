@@ -9,11 +9,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import hashlib
 import sqlite3
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -108,6 +109,12 @@ class V1Pipeline:
     def conn(self) -> sqlite3.Connection:
         return self.fake.db.conn
 
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction of the request; its events are stored together (``events.batch``)."""
+        with self.fake.db.write() as conn, events.batch(conn):
+            yield conn
+
     # -- the whole pipeline ------------------------------------------------------------------
 
     async def handle(self, request: Request, operation: str, proposal_id: str | None = None) -> Response:
@@ -189,7 +196,7 @@ class V1Pipeline:
             call.journal.dropped = True
         else:
             call.journal.status = response.status_code
-        with self.fake.db.write() as conn:
+        with self._transaction() as conn:
             self._journal(conn, call)
             self._observe(conn, call, code, response.headers.get("retry-after"))
         return response
@@ -292,7 +299,7 @@ class V1Pipeline:
     def _fault(self, call: _Call, phase: str) -> None:
         if not call.faults_armed:
             return
-        with self.fake.db.write() as conn:  # the take and its event together
+        with self._transaction() as conn:  # the take and its event together
             fault = faults.take(
                 conn,
                 operation=call.operation,
@@ -330,7 +337,7 @@ class V1Pipeline:
         if per_minute is None:
             return
         if take:
-            with self.fake.db.write() as conn:
+            with self._transaction() as conn:
                 state = ratelimit.take_token(
                     conn,
                     credential_id=call.principal.credential_id,
@@ -468,7 +475,7 @@ class V1Pipeline:
             else:
                 ranked_at, ranked = await self.fake.db.in_snapshot(functools.partial(_rank, query))
                 self.recall_cache.put(ranked_at, query.key, ranked)
-        with self.fake.db.write() as conn:
+        with self._transaction() as conn:
             tx = server_state.in_transaction(conn, principal.tenant_id, principal.account_id)
             now = clock.format_us(tx.now_us)
             billing.check_can_charge(billing_available=tx.billing_available, balance=tx.balance)  # 12
@@ -488,7 +495,7 @@ class V1Pipeline:
         errors = _proposal_id_errors(proposal_id)
         if errors:  # 9: the path parameter is the request of this operation
             raise schema_problem(errors)
-        with self.fake.db.write() as conn:
+        with self._transaction() as conn:
             tx = server_state.in_transaction(conn, principal.tenant_id, principal.account_id)
             now = clock.format_us(tx.now_us)
             lifecycle.expire_due(conn, principal.tenant_id, now)
@@ -525,7 +532,7 @@ class V1Pipeline:
         body_hash = canonical_sha256(body)
         secret = self._secret(call, body)
         held: faults.Fault | None = None
-        with self.fake.db.write() as conn:
+        with self._transaction() as conn:
             tx = server_state.in_transaction(conn, principal.tenant_id, principal.account_id)
             now_us = tx.now_us
             now = clock.format_us(now_us)
@@ -562,11 +569,11 @@ class V1Pipeline:
         # The in_flight hold is wall time by design (SPEC 3.4): other requests meet the marker meanwhile.
         await asyncio.sleep((held.hold_ms or 0) / 1000)
         try:
-            with self.fake.db.write() as conn:
+            with self._transaction() as conn:
                 tx = server_state.in_transaction(conn, principal.tenant_id, principal.account_id)
                 return self._execute_propose(conn, call, body, body_hash, secret, tx)
         except DomainError:
-            with self.fake.db.write() as conn:
+            with self._transaction() as conn:
                 idempotency.discard(conn, principal.account_id, key)
             raise
 

@@ -1,11 +1,24 @@
-"""The queries of the event stream (``events``): append, read after an id, prune."""
+"""The queries of the event stream (``events``): append, read after an id, prune.
+
+A row holds one event, or all the events one transaction made for one tenant (a v1 request's
+``credits.changed`` and ``request``, say): ``type`` is ``batch`` and ``data`` the JSON array of
+``[type, at, data]``. A row of ``n`` events takes the ``seq`` of its last one, so its events have
+the ids ``seq - n + 1`` … ``seq``: the ids stay one number per event, in commit order, and the next
+row's start after them. One row per transaction writes one row where each event wrote its own.
+"""
 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["EventRow", "append", "events_after", "last_id", "oldest_id"]
+import orjson
+
+__all__ = ["BATCH", "EventRow", "append", "events_after", "last_id", "oldest_id"]
+
+BATCH = "batch"  # the type of a row that holds several events
+PRUNE_EVERY = 256  # ids between two prunings of the history
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,19 +32,41 @@ class EventRow:
     data: str
 
 
-def append(conn: sqlite3.Connection, type_: str, tenant: str | None, at: str, data: str, *, keep: int) -> int:
-    """Store one event; every ``prune_every`` ids the history beyond the newest ``keep`` goes."""
+def append(
+    conn: sqlite3.Connection, tenant: str | None, events: Sequence[tuple[str, str, str]], *, keep: int
+) -> int:
+    """Store one transaction's events of one tenant, each ``(type, at, JSON text)``, in one row;
+    returns the last one's id. Every ``PRUNE_EVERY`` ids the history beyond the newest ``keep``
+    rows goes (the newest row never does, so ``max(seq) + n`` never gives an id twice)."""
+    if len(events) == 1:
+        type_, at, data = events[0]
+    else:
+        type_, at = BATCH, events[0][1]
+        data = "[" + ",".join(orjson.dumps([t, a]).decode()[:-1] + "," + d + "]" for t, a, d in events) + "]"
     (seq,) = conn.execute(
-        "INSERT INTO events (type, tenant_id, at, data) VALUES (?, ?, ?, ?) RETURNING seq",
-        (type_, tenant, at, data),
+        "INSERT INTO events (seq, type, tenant_id, at, data)"
+        " VALUES ((SELECT coalesce(max(seq), 0) FROM events) + ?, ?, ?, ?, ?) RETURNING seq",
+        (len(events), type_, tenant, at, data),
     ).fetchone()
-    if seq % 256 == 0 and seq > keep:
+    if seq // PRUNE_EVERY != (seq - len(events)) // PRUNE_EVERY and seq > keep:
         conn.execute("DELETE FROM events WHERE seq <= ?", (seq - keep,))
     return int(seq)
 
 
+def _expand(seq: int, type_: str, tenant: str | None, at: str, data: str) -> list[EventRow]:
+    if type_ != BATCH:
+        return [EventRow(seq, type_, tenant, at, data)]
+    items = orjson.loads(data)
+    first = seq - len(items) + 1
+    return [
+        EventRow(first + n, kind, tenant, when, orjson.dumps(value).decode())
+        for n, (kind, when, value) in enumerate(items)
+    ]
+
+
 def events_after(conn: sqlite3.Connection, after: int, *, tenant: str | None, limit: int) -> list[EventRow]:
-    """Events with an id above ``after``, oldest first; for a tenant its own and the server-wide ones."""
+    """Events with an id above ``after``, oldest first, from at most ``limit`` rows; for a tenant
+    its own and the server-wide ones."""
     if tenant is None:
         rows = conn.execute(
             "SELECT seq, type, tenant_id, at, data FROM events WHERE seq > ? ORDER BY seq LIMIT ?",
@@ -43,7 +78,7 @@ def events_after(conn: sqlite3.Connection, after: int, *, tenant: str | None, li
             " AND (tenant_id = ? OR tenant_id IS NULL) ORDER BY seq LIMIT ?",
             (after, tenant, limit),
         ).fetchall()
-    return [EventRow(int(r[0]), r[1], r[2], r[3], r[4]) for r in rows]
+    return [event for r in rows for event in _expand(int(r[0]), r[1], r[2], r[3], r[4]) if event.id > after]
 
 
 def last_id(conn: sqlite3.Connection) -> int:
@@ -53,5 +88,6 @@ def last_id(conn: sqlite3.Connection) -> int:
 
 
 def oldest_id(conn: sqlite3.Connection) -> int | None:
+    """The id of the oldest row kept (of its last event, when it holds several)."""
     row = conn.execute("SELECT min(seq) FROM events").fetchone()
     return None if row[0] is None else int(row[0])

@@ -291,7 +291,8 @@ class StatusPoll(SQLModel, table=True):
 
 
 class Event(SQLModel, table=True):
-    """The event stream (SPEC 3.7), one row per change, written in the transaction of the change,
+    """The event stream (SPEC 3.7): a row per change, or per transaction and tenant when the
+    transaction gathers its events (``store.events``), written in the transaction of the change,
     so ``seq`` is the commit order across every worker. ``seq`` is never reused without
     AUTOINCREMENT (and its extra write per row, to ``sqlite_sequence``): a new row takes the
     largest ``seq`` + 1, and no statement deletes the newest row (reset keeps the table, pruning

@@ -138,6 +138,24 @@ async def test_last_event_id_resumes_right_after_that_event(
     assert again.data["proposal_id"] == second["id"] != first["id"]
 
 
+async def test_one_requests_events_are_one_stored_row_with_an_id_each_and_a_resume_can_start_inside_it(
+    fake: InProcessFake, api: httpx.AsyncClient
+) -> None:
+    async with fake.admin.watch() as stream:
+        await propose(api)
+        request = await stream.wait_for("request", timeout=2)
+    mine = list(stream.seen)
+    assert [e.type for e in mine] == ["proposal.created", "credits.changed", "request"]
+    assert [e.id for e in mine] == [request.id - 2, request.id - 1, request.id]
+    (rows,) = fake.fake.db.conn.execute(
+        "SELECT count(*) FROM events WHERE seq >= ?", (mine[0].id,)
+    ).fetchone()
+    assert rows == 1, "the request's events took a row each"
+    async with fake.admin.watch(after=mine[0].id) as resumed:
+        await resumed.wait_for("request", timeout=2)
+    assert [(e.id, e.type, e.data) for e in resumed.seen] == [(e.id, e.type, e.data) for e in mine[1:]]
+
+
 async def test_a_resume_older_than_the_kept_history_starts_at_the_oldest_kept_event(
     fake: InProcessFake, monkeypatch: pytest.MonkeyPatch
 ) -> None:
