@@ -183,6 +183,9 @@ def serve(settings: FakeLucySettings) -> None:
         log.info("wrote the snapshot %s", settings.export_on_exit)
 
 
+WORKER_HEALTHCHECK_SECONDS = 60
+
+
 def _run(settings: FakeLucySettings, fake: FakeLucy) -> None:
     # One worker: this process listens. Several: uvicorn's supervisor binds, so only --port 0 is
     # resolved here (a port that was free a moment ago).
@@ -221,6 +224,10 @@ def _run(settings: FakeLucySettings, fake: FakeLucy) -> None:
         http=PROTOCOL,
         lifespan="off",
         log_level="warning",
+        # The supervisor pings each worker every half second and replaces one that has not
+        # answered within this many seconds, dropping its connections: on a busy CI machine a
+        # worker is slow, not hung (uvicorn's default is 5 s).
+        timeout_worker_healthcheck=WORKER_HEALTHCHECK_SECONDS,
     )
 
 
