@@ -18,6 +18,7 @@ from lucy_memory._contract import canonical_bytes, load_contract, schema_validat
 
 __all__ = [
     "BUILTIN_TOKENS",
+    "DEFAULTS",
     "DEFAULT_SEED",
     "applied_seed",
     "apply_seed",
@@ -27,24 +28,26 @@ __all__ = [
     "validate_seed",
 ]
 
-_DEFAULTS = load_contract("fake-control")["defaults"]
+DEFAULTS: dict[str, Any] = load_contract("fake-control")["defaults"]
+"""The dev seed's tenant, account, user, permissions, scopes, credits and tokens, as the control
+contract states them; a tenant made by ``POST /_fake/tenants`` is shaped like it (``tenants``)."""
 
-DEV_TOKEN: str = _DEFAULTS["token"]
-DEFAULT_ADMIN_TOKEN: str = _DEFAULTS["admin_token"]
+DEV_TOKEN: str = DEFAULTS["token"]
+DEFAULT_ADMIN_TOKEN: str = DEFAULTS["admin_token"]
 BUILTIN_TOKENS = frozenset({DEV_TOKEN, DEFAULT_ADMIN_TOKEN})
 
 DEFAULT_SEED: dict[str, Any] = {
-    "tenants": [{"id": _DEFAULTS["tenant"]}],
+    "tenants": [{"id": DEFAULTS["tenant"]}],
     "credentials": [
         {
             "credential_id": "cred_dev_default",
             "token": DEV_TOKEN,
-            "tenant": _DEFAULTS["tenant"],
-            "account": _DEFAULTS["account"],
-            "user": _DEFAULTS["user"],
-            "permissions": list(_DEFAULTS["permissions"]),
-            "scopes": list(_DEFAULTS["scopes"]),
-            "credits": _DEFAULTS["credits"],
+            "tenant": DEFAULTS["tenant"],
+            "account": DEFAULTS["account"],
+            "user": DEFAULTS["user"],
+            "permissions": list(DEFAULTS["permissions"]),
+            "scopes": list(DEFAULTS["scopes"]),
+            "credits": DEFAULTS["credits"],
         }
     ],
     "memories": [],
