@@ -11,7 +11,7 @@ from typing import Any, Generic, TypeVar
 from fake_lucy.domain import admin, clock, events, faults, policy
 from fake_lucy.store import review
 from fake_lucy.store.records import JournalRow, LedgerRecord, MemoryRecord, ProposalRecord, TenantPolicy
-from fake_lucy.store.review import AccountRow, VersionText
+from fake_lucy.store.review import AccountRow
 
 __all__ = [
     "Chain",
@@ -40,7 +40,7 @@ T = TypeVar("T")
 @dataclass(frozen=True, slots=True)
 class QueueItem:
     proposal: ProposalRecord
-    replaced: VersionText | None  # the version a replacement would supersede (if it still exists)
+    replaced: MemoryRecord | None  # the version a replacement would supersede (if it still exists)
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from fake_lucy.store.records import (
-    LAST_ACCESSED_AT,
     MEMORY_COLUMNS,
+    VERSION_COLUMNS,
     JournalRow,
     LedgerRecord,
     MemoryRecord,
@@ -124,13 +124,6 @@ def active_topic_owner(
     return None if row is None else (row[0], int(row[1]))
 
 
-_VERSION_COLUMNS = (
-    f"m.seq, m.id, m.tenant_id, m.scope_kind, m.scope_id, m.created_at, {LAST_ACCESSED_AT},"
-    " v.version, v.kind, v.topic, v.content, v.importance, v.status, v.source, v.updated_at,"
-    " v.approved_at"
-)
-
-
 def memory_versions_page(
     conn: sqlite3.Connection,
     *,
@@ -151,7 +144,7 @@ def memory_versions_page(
     if not history:
         where += " AND v.version = m.version"
     sql = (
-        f"SELECT {_VERSION_COLUMNS} FROM memory_versions v JOIN memories m ON m.id = v.memory_id"  # noqa: S608 - constant clauses
+        f"SELECT {VERSION_COLUMNS} FROM memory_versions v JOIN memories m ON m.id = v.memory_id"  # noqa: S608 - constant clauses
         f" WHERE {where} ORDER BY v.memory_id, v.version LIMIT ?"
     )
     rows = conn.execute(sql, [*params, limit + 1]).fetchall()
