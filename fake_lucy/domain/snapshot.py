@@ -234,64 +234,63 @@ def validate(document: Any) -> dict[str, Any]:
     return result
 
 
+# The references a tenant's rows hold: per collection, the fields of each item that must name an
+# account or a credential of the same tenant.
+_REFERENCES: dict[str, tuple[tuple[str, str], ...]] = {
+    "credentials": (("account", "account"),),
+    "proposals": (("account", "account"), ("credential_id", "credential")),
+    "idempotency_records": (("account", "account"),),
+    "ledger": (("account", "account"),),
+    "journal": (("credential_id", "credential"),),
+}
+
+
 def _check_references(document: dict[str, Any]) -> None:
-    """What the schema cannot say: each reference names something the snapshot holds."""
+    """What the schema cannot say: each reference names something the snapshot holds (the
+    problems in the document's order)."""
     problems: list[dict[str, str]] = []
     for t, tenant in enumerate(document["tenants"]):
         base = f"/tenants/{t}"
-        accounts = {account["id"] for account in tenant["accounts"]}
-        credentials = {credential["credential_id"] for credential in tenant["credentials"]}
+        held = {
+            "account": {account["id"] for account in tenant["accounts"]},
+            "credential": {credential["credential_id"] for credential in tenant["credentials"]},
+        }
         first = tenant.get("first_credential_id")
-        if first is not None and first not in credentials:
-            problems.append(
-                {"pointer": f"{base}/first_credential_id", "detail": "names no credential of its tenant"}
-            )
-        for c, credential in enumerate(tenant["credentials"]):
-            if credential["account"] not in accounts:
-                problems.append(
-                    {"pointer": f"{base}/credentials/{c}/account", "detail": "names no account of its tenant"}
-                )
+        if first is not None and first not in held["credential"]:
+            problems.append(_dangling(f"{base}/first_credential_id", "credential"))
+        problems.extend(_unheld(tenant, base, "credentials", held))
         for m, memory in enumerate(tenant["memories"]):
-            numbers = [version["version"] for version in memory["versions"]]
-            if numbers != list(range(1, len(numbers) + 1)):
-                problems.append(
-                    {
-                        "pointer": f"{base}/memories/{m}/versions",
-                        "detail": "must be versions 1, 2, … in order",
-                    }
-                )
-            elif memory["version"] not in numbers:
-                problems.append(
-                    {"pointer": f"{base}/memories/{m}/version", "detail": "names no version of the memory"}
-                )
-        for p, proposal in enumerate(tenant["proposals"]):
-            if proposal["account"] not in accounts:
-                problems.append(
-                    {"pointer": f"{base}/proposals/{p}/account", "detail": "names no account of its tenant"}
-                )
-            if proposal["credential_id"] not in credentials:
-                problems.append(
-                    {
-                        "pointer": f"{base}/proposals/{p}/credential_id",
-                        "detail": "names no credential of its tenant",
-                    }
-                )
-        for name in ("idempotency_records", "ledger"):
-            for i, item in enumerate(tenant[name]):
-                if item["account"] not in accounts:
-                    problems.append(
-                        {"pointer": f"{base}/{name}/{i}/account", "detail": "names no account of its tenant"}
-                    )
-        for i, item in enumerate(tenant.get("journal", [])):
-            if item["credential_id"] not in credentials:
-                problems.append(
-                    {
-                        "pointer": f"{base}/journal/{i}/credential_id",
-                        "detail": "names no credential of its tenant",
-                    }
-                )
+            problems.extend(_version_problems(f"{base}/memories/{m}", memory))
+        for collection in ("proposals", "idempotency_records", "ledger", "journal"):
+            problems.extend(_unheld(tenant, base, collection, held))
     if problems:
         raise invalid_request(problems[:100], "the snapshot is inconsistent")
+
+
+def _unheld(
+    tenant: dict[str, Any], base: str, collection: str, held: dict[str, set[str]]
+) -> list[dict[str, str]]:
+    """The references of ``collection``'s items to an account or credential the tenant does not hold."""
+    return [
+        _dangling(f"{base}/{collection}/{i}/{field}", kind)
+        for i, item in enumerate(tenant.get(collection, []))
+        for field, kind in _REFERENCES[collection]
+        if item[field] not in held[kind]
+    ]
+
+
+def _dangling(pointer: str, kind: str) -> dict[str, str]:
+    return {"pointer": pointer, "detail": f"names no {kind} of its tenant"}
+
+
+def _version_problems(pointer: str, memory: dict[str, Any]) -> list[dict[str, str]]:
+    """A memory's versions are 1, 2, … in order, and its current version is one of them."""
+    numbers = [version["version"] for version in memory["versions"]]
+    if numbers != list(range(1, len(numbers) + 1)):
+        return [{"pointer": f"{pointer}/versions", "detail": "must be versions 1, 2, … in order"}]
+    if memory["version"] not in numbers:
+        return [{"pointer": f"{pointer}/version", "detail": "names no version of the memory"}]
+    return []
 
 
 def restore_state(conn: sqlite3.Connection, document: Any, *, tenant: str | None = None) -> None:
