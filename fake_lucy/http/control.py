@@ -420,40 +420,39 @@ class ControlApi:
         return response
 
 
-_ROUTES: list[tuple[str, str, str | None, _Handler]] = [
-    ("POST", "/reset", None, _reset),
-    ("POST", "/credentials", "control-credential-create-request.schema.json", _create_credential),
-    ("DELETE", "/credentials/{credential_id}", None, _revoke),
-    ("PUT", "/accounts/{account}/credits", "control-balance-request.schema.json", _set_balance),
-    ("GET", "/proposals", None, _list_proposals),
-    ("POST", "/proposals/{proposal_id}/approve", None, _decide("approve")),
-    (
-        "POST",
-        "/proposals/{proposal_id}/reject",
-        "control-reject-request.schema.json",
-        _decide("reject"),
-    ),
-    ("POST", "/proposals/{proposal_id}/expire", None, _decide("expire")),
-    ("GET", "/memories", None, _list_memories),
-    ("DELETE", "/memories/{memory_id}", None, _delete_memory),
-    ("POST", "/memories/{memory_id}/restore", None, _restore_memory),
-    ("GET", "/tenants/{tenant}/policy", None, _get_policy),
-    ("PUT", "/tenants/{tenant}/policy", "control-policy-update.schema.json", _put_policy),
-    ("GET", "/clock", None, _get_clock),
-    ("POST", "/clock/advance", "control-clock-advance-request.schema.json", _advance_clock),
-    ("PUT", "/clock", "control-clock-set-request.schema.json", _set_clock),
-    ("PUT", "/billing", "control-billing.schema.json", _set_billing),
-    ("POST", "/faults", "control-fault-create-request.schema.json", _create_fault),
-    ("GET", "/faults", None, _list_faults),
-    ("DELETE", "/faults", None, _clear_faults),
-    ("GET", "/requests", None, _list_requests),
-    ("GET", "/ledger", None, _list_ledger),
-    ("POST", "/tenants", "control-tenant-create-request.schema.json", _create_tenant),
-    ("DELETE", "/tenants/{tenant}", None, _delete_tenant),
-    ("GET", "/findings", None, _list_findings),
-    ("GET", "/snapshot", None, _get_snapshot),
-    ("PUT", "/snapshot", ANY_OBJECT, _put_snapshot),
-]
+# The handler of each operation of contracts/fake-control.contract.json, under the contract's name
+# for it: the contract gives each its method, path, request schema, path parameters and body limit.
+_HANDLERS: dict[str, _Handler] = {
+    "reset": _reset,
+    "create_credential": _create_credential,
+    "revoke_credential": _revoke,
+    "set_balance": _set_balance,
+    "list_proposals": _list_proposals,
+    "approve_proposal": _decide("approve"),
+    "reject_proposal": _decide("reject"),
+    "expire_proposal": _decide("expire"),
+    "list_memories": _list_memories,
+    "delete_memory": _delete_memory,
+    "restore_memory": _restore_memory,
+    "get_policy": _get_policy,
+    "put_policy": _put_policy,
+    "get_clock": _get_clock,
+    "advance_clock": _advance_clock,
+    "set_clock": _set_clock,
+    "set_billing": _set_billing,
+    "create_fault": _create_fault,
+    "list_faults": _list_faults,
+    "clear_faults": _clear_faults,
+    "list_requests": _list_requests,
+    "list_ledger": _list_ledger,
+    "list_findings": _list_findings,
+    "get_snapshot": _get_snapshot,
+    "put_snapshot": _put_snapshot,
+    "create_tenant": _create_tenant,
+    "delete_tenant": _delete_tenant,
+}
+# Operations whose handler checks the body against the request schema itself (ANY_OBJECT).
+_CHECKS_ITS_BODY = frozenset({"put_snapshot"})
 
 
 def control_router(fake: FakeLucy, stream: EventStream | None = None) -> APIRouter:
@@ -465,20 +464,24 @@ def control_router(fake: FakeLucy, stream: EventStream | None = None) -> APIRout
         return await api.events(request, event_stream)
 
     router.add_api_route("/events", events, methods=["GET"], include_in_schema=False)
-    contract = load_contract("fake-control")["operations"].values()
-    operations = {(op["method"], op["path"]): op for op in contract}
-    for method, path, schema, handler in _ROUTES:
-        declared = operations[(method, path)]["path_parameters"]
+    operations: dict[str, dict[str, Any]] = load_contract("fake-control")["operations"]
+    if set(operations) != set(_HANDLERS):
+        raise RuntimeError(
+            f"control operations without a handler or a contract: {set(operations) ^ set(_HANDLERS)}"
+        )
+    for name, operation in operations.items():
+        declared = operation["path_parameters"]
         path_schema = (
-            parameters_validator(tuple((name, spec["schema"]) for name, spec in declared.items()))
+            parameters_validator(tuple((param, spec["schema"]) for param, spec in declared.items()))
             if declared
             else None
         )
-        max_body = int(operations[(method, path)].get("max_body_bytes", api.max_body))
+        schema = ANY_OBJECT if name in _CHECKS_ITS_BODY else operation["request_schema"]
+        max_body = int(operation.get("max_body_bytes", api.max_body))
         router.add_api_route(
-            path,
-            _endpoint(api, schema, handler, path_schema, max_body),
-            methods=[method],
+            operation["path"],
+            _endpoint(api, schema, _HANDLERS[name], path_schema, max_body),
+            methods=[operation["method"]],
             include_in_schema=False,
         )
     return router
