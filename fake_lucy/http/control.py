@@ -28,7 +28,7 @@ from fake_lucy.http.abort import client_gone
 from fake_lucy.http.events import EventStream, last_event_id
 from fake_lucy.http.problems import JSON, ProblemError, json_bytes, problem_response, schema_problem
 from fake_lucy.runtime import FakeLucy
-from fake_lucy.store.queries import Page
+from fake_lucy.store.queries import JournalFilter, MemoryFilter, Page, ProposalFilter
 from lucy_memory._contract import (
     MAX_POINTER,
     PROPOSAL_STATES,
@@ -153,9 +153,8 @@ def _list_proposals(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -
     status = _query_choice(ctx, "status", PROPOSAL_STATES)
     limit = _query_int(ctx, "limit", PAGE_SIZE, 1, MAX_PAGE)
     after = _seq_cursor(ctx)
-    page = admin.proposals(
-        conn, status=status, tenant=ctx.query.get("tenant"), after=after, limit=limit, scope=ctx.scope
-    )
+    wanted = ProposalFilter(status=status, tenant=ctx.query.get("tenant"))
+    page = admin.proposals(conn, wanted, after=after, limit=limit, scope=ctx.scope)
     return 200, _page(page, proposal_dict)
 
 
@@ -179,16 +178,14 @@ def _list_memories(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) ->
     scope_kind = _query_choice(ctx, "scope_kind", _SCOPE_KINDS)
     history = _query_bool(ctx, "include_history", default=True)
     limit = _query_int(ctx, "limit", PAGE_SIZE, 1, MAX_PAGE)
-    page = admin.memories(
-        conn,
+    wanted = MemoryFilter(
         tenant=ctx.query.get("tenant"),
         scope_kind=scope_kind,
         scope_id=ctx.query.get("scope_id"),
         history=history,
-        after=cursors.decode_pair(ctx.query.get("cursor")),
-        limit=limit,
-        scope=ctx.scope,
     )
+    after = cursors.decode_pair(ctx.query.get("cursor"))
+    page = admin.memories(conn, wanted, after=after, limit=limit, scope=ctx.scope)
     return 200, _page(page, memory_dict)
 
 
@@ -257,16 +254,8 @@ def _list_requests(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) ->
     _only_query(ctx, ("operation", "credential_id", "limit", "cursor"))
     operation = _query_choice(ctx, "operation", ("recall", "propose", "proposal_status"))
     newest = _query_int(ctx, "limit", 0, 1, JOURNAL_LIMIT) if "limit" in ctx.query else None
-    credential, after = ctx.query.get("credential_id"), _seq_cursor(ctx)
-    page = admin.journal(
-        conn,
-        operation=operation,
-        credential_id=credential,
-        newest=newest,
-        after=after,
-        limit=PAGE_SIZE,
-        scope=ctx.scope,
-    )
+    wanted = JournalFilter(operation=operation, credential_id=ctx.query.get("credential_id"), newest=newest)
+    page = admin.journal(conn, wanted, after=_seq_cursor(ctx), limit=PAGE_SIZE, scope=ctx.scope)
     return 200, _page(page, journal_dict)
 
 
