@@ -10,7 +10,7 @@ admin) is who acts: a tenant admin reaches only its tenant's objects — another
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 from typing import Literal, TypeVar
@@ -18,6 +18,7 @@ from typing import Literal, TypeVar
 from fake_lucy.domain import billing, clock, lifecycle, principals
 from fake_lucy.domain.errors import DomainError
 from fake_lucy.domain.ids import IdFactory
+from fake_lucy.domain.principals import NewCredential
 from fake_lucy.domain.tenants import SERVER, AdminScope
 from fake_lucy.store import queries
 from fake_lucy.store.queries import JournalFilter, MemoryFilter, Page, ProposalFilter
@@ -43,31 +44,16 @@ Decision = Literal["approve", "reject", "expire"]
 def create_credential(
     conn: sqlite3.Connection,
     ids: IdFactory,
+    new: NewCredential,
     *,
-    tenant: str,
-    account: str | None,
-    user: str | None,
-    permissions: Sequence[str],
-    scopes: Sequence[dict[str, str]],
-    credits: int | None,
     request_id: str,
     scope: AdminScope = SERVER,
 ) -> dict[str, str]:
     """A credential (tenant and account made on first use, for the server admin); returns the
     token once."""
-    if not scope.sees(tenant):
+    if not scope.sees(new.tenant):
         raise DomainError("not_found", "no tenant with this id is within reach of this admin token")
-    return principals.create_credential(
-        conn,
-        ids,
-        tenant=tenant,
-        account=account,
-        user=user,
-        permissions=permissions,
-        scopes=scopes,
-        credits=credits,
-        request_id=request_id,
-    )
+    return principals.create_credential(conn, ids, new, request_id=request_id)
 
 
 def revoke_credential(conn: sqlite3.Connection, credential_id: str, *, scope: AdminScope = SERVER) -> None:

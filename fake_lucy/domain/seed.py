@@ -11,7 +11,7 @@ from fake_lucy.domain.epochs import bump_auth_epoch
 from fake_lucy.domain.errors import DomainError
 from fake_lucy.domain.ids import IdFactory
 from fake_lucy.domain.lifecycle import VersionContent, clear_index, create_memory
-from fake_lucy.domain.principals import Scope, create_credential, ensure_tenant
+from fake_lucy.domain.principals import NewCredential, Scope, create_credential, ensure_tenant
 from fake_lucy.store import queries
 from fake_lucy.store.tables import STATE_TABLES
 from lucy_memory._contract import canonical_bytes, load_contract, schema_validator
@@ -99,19 +99,18 @@ def apply_seed(conn: sqlite3.Connection, ids: IdFactory, seed: dict[str, Any]) -
         queries.update_tenant_policy(conn, tenant["id"], policy)
     for cred in seed.get("credentials", []):
         try:
-            create_credential(
-                conn,
-                ids,
+            new = NewCredential(
                 tenant=cred["tenant"],
-                account=cred.get("account"),
-                user=cred.get("user"),
                 permissions=cred["permissions"],
                 scopes=cred.get("scopes", []),
+                account=cred.get("account"),
+                user=cred.get("user"),
                 credits=cred.get("credits"),
-                token=cred["token"],
                 credential_id=cred.get("credential_id"),
+                token=cred["token"],
                 builtin=cred["token"] in BUILTIN_TOKENS,
             )
+            create_credential(conn, ids, new)
         except sqlite3.IntegrityError:
             raise ValueError("the seed lists the same token or credential id twice") from None
         except DomainError as exc:

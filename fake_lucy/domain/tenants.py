@@ -24,6 +24,7 @@ from fake_lucy.domain.ids import IdFactory
 from fake_lucy.domain.principals import (
     DEFAULT_PROPOSAL_TTL_SECONDS,
     PERMISSIONS,
+    NewCredential,
     create_credential,
     ensure_tenant,
     hash_token,
@@ -115,16 +116,10 @@ def create(
         raise DomainError("tenant_conflict", "a tenant with this id exists already")
     initial = DEFAULT_CREDITS if credits is None else credits
     scopes = [dict(item) for item in DEFAULTS["scopes"]]
-    created = create_credential(
-        conn,
-        ids,
-        tenant=tenant,
-        account=ids.new(conn, "acct"),
-        user=DEFAULTS["user"],
-        permissions=PERMISSIONS,
-        scopes=scopes,
-        credits=initial,
+    new = NewCredential(
+        tenant, PERMISSIONS, scopes, account=ids.new(conn, "acct"), user=DEFAULTS["user"], credits=initial
     )
+    created = create_credential(conn, ids, new)
     admin_token = ADMIN_TOKEN_PREFIX + secrets.token_urlsafe(32)
     queries.set_tenant_admin(
         conn,

@@ -22,6 +22,7 @@ from fake_lucy.domain import admin, billing, clock, faults, findings, policy, sn
 from fake_lucy.domain.errors import DomainError, invalid_field
 from fake_lucy.domain.ids import random_request_id
 from fake_lucy.domain.policy import policy_dict
+from fake_lucy.domain.principals import NewCredential
 from fake_lucy.domain.records import journal_dict, ledger_dict, memory_dict, proposal_dict
 from fake_lucy.http import cursors, inputs
 from fake_lucy.http.abort import client_gone
@@ -121,19 +122,15 @@ def _reset(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[i
 
 
 def _create_credential(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
-    created = admin.create_credential(
-        conn,
-        ctx.fake.ids,
-        scope=ctx.scope,
-        request_id=ctx.request_id,
+    new = NewCredential(
         tenant=body["tenant"],
-        account=body.get("account"),
-        user=body.get("user"),
         permissions=body["permissions"],
         scopes=body["scopes"],
+        account=body.get("account"),
+        user=body.get("user"),
         credits=None if body.get("credits") is None else int(body["credits"]),  # 50.0 is 50
     )
-    return 201, created
+    return 201, admin.create_credential(conn, ctx.fake.ids, new, request_id=ctx.request_id, scope=ctx.scope)
 
 
 def _revoke(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
