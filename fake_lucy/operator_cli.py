@@ -295,16 +295,44 @@ def _cell(value: Any, width: int | None = None) -> str:
     return text
 
 
-def _table(out: TextIO, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+def _table(out: TextIO, rows: Sequence[dict[str, str]]) -> None:
+    """Rows of cells under their headers (each row's keys, in order); nothing for no rows."""
     if not rows:
         return
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
-    for line in (headers, *rows):
-        print("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(line)).rstrip(), file=out)
+    lines = [list(rows[0]), *(list(row.values()) for row in rows)]
+    widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
+    for line in lines:
+        print(
+            "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip(), file=out
+        )
 
 
 def _json(out: TextIO, value: Any) -> None:
     print(json.dumps(value, ensure_ascii=False, indent=2), file=out)
+
+
+def _listing(
+    out: TextIO,
+    args: argparse.Namespace,
+    items: list[dict[str, Any]],
+    row: Callable[[dict[str, Any]], dict[str, str]],
+    nothing: str,
+) -> None:
+    """``items`` as JSON with ``--json``; else a table, one ``row`` an item, or the line ``nothing``."""
+    if args.json:
+        _json(out, items)
+        return
+    _table(out, [row(item) for item in items])
+    if not items:
+        print(nothing, file=out)
+
+
+def _say(out: TextIO, args: argparse.Namespace, answer: Any, line: str) -> None:
+    """The answer as JSON with ``--json``, else one line for people."""
+    if args.json:
+        _json(out, answer)
+    else:
+        print(line, file=out)
 
 
 def _when(timestamp: str | None) -> str:
@@ -318,26 +346,21 @@ def _scope(item: dict[str, Any]) -> str:
 # -- the commands -------------------------------------------------------------------------------
 
 
+def _proposal_row(p: dict[str, Any]) -> dict[str, str]:
+    return {
+        "ID": p["id"],
+        "STATUS": p["status"],
+        "KIND": _cell(p["kind"]),
+        "SCOPE": _cell(_scope(p), 30),
+        "TOPIC": _cell(p["topic"], 20),
+        "CREATED": _when(p["created_at"]),
+        "CONTENT": _cell(p["content"], CONTENT_WIDTH),
+    }
+
+
 def _proposals(api: _Api, args: argparse.Namespace, out: TextIO) -> None:
     items = api.pages("/proposals", args.limit, status=args.status, tenant=args.tenant)
-    if args.json:
-        _json(out, items)
-        return
-    rows = [
-        [
-            p["id"],
-            p["status"],
-            _cell(p["kind"]),
-            _cell(_scope(p), 30),
-            _cell(p["topic"], 20),
-            _when(p["created_at"]),
-            _cell(p["content"], CONTENT_WIDTH),
-        ]
-        for p in items
-    ]
-    _table(out, ["ID", "STATUS", "KIND", "SCOPE", "TOPIC", "CREATED", "CONTENT"], rows)
-    if not rows:
-        print("no proposals", file=out)
+    _listing(out, args, items, _proposal_row, "no proposals")
 
 
 def _decide(api: _Api, args: argparse.Namespace, out: TextIO) -> None:
@@ -362,46 +385,38 @@ def _decide(api: _Api, args: argparse.Namespace, out: TextIO) -> None:
         raise ApiError("; ".join(failures))
 
 
+def _memory_row(m: dict[str, Any]) -> dict[str, str]:
+    return {
+        "ID": m["id"],
+        "V": str(m["version"]),
+        "STATUS": m["status"],
+        "KIND": _cell(m["kind"]),
+        "SCOPE": _cell(_scope(m), 30),
+        "TOPIC": _cell(m["topic"], 20),
+        "CONTENT": _cell(m["content"], CONTENT_WIDTH),
+    }
+
+
 def _memories(api: _Api, args: argparse.Namespace, out: TextIO) -> None:
     history = "true" if args.history else "false"
     items = api.pages("/memories", args.limit, tenant=args.tenant, include_history=history)
-    if args.json:
-        _json(out, items)
-        return
-    rows = [
-        [
-            m["id"],
-            str(m["version"]),
-            m["status"],
-            _cell(m["kind"]),
-            _cell(_scope(m), 30),
-            _cell(m["topic"], 20),
-            _cell(m["content"], CONTENT_WIDTH),
-        ]
-        for m in items
-    ]
-    _table(out, ["ID", "V", "STATUS", "KIND", "SCOPE", "TOPIC", "CONTENT"], rows)
-    if not rows:
-        print("no memories", file=out)
+    _listing(out, args, items, _memory_row, "no memories")
 
 
-_REQUEST_HEADERS = ["AT", "OPERATION", "STATUS", "CHARGED", "KEY", "RETRY", "CREDENTIAL", "MARKS"]
-
-
-def _request_row(item: dict[str, Any]) -> list[str]:
+def _request_row(item: dict[str, Any]) -> dict[str, str]:
     marks = [name for name, on in (("replayed", item["replayed"]), ("dropped", item["dropped"])) if on]
     if item["fault_id"]:
         marks.append(f"fault {item['fault_id']}")
-    return [
-        _when(item["at"]),
-        item["operation"],
-        "–" if item["status"] is None else str(item["status"]),
-        "1" if item["charged"] else "0",
-        _cell(item["idempotency_key"], 14),
-        str(item["retry_attempt"]),
-        _cell(item["credential_id"]),
-        " ".join(marks) or "–",
-    ]
+    return {
+        "AT": _when(item["at"]),
+        "OPERATION": item["operation"],
+        "STATUS": "–" if item["status"] is None else str(item["status"]),
+        "CHARGED": "1" if item["charged"] else "0",
+        "KEY": _cell(item["idempotency_key"], 14),
+        "RETRY": str(item["retry_attempt"]),
+        "CREDENTIAL": _cell(item["credential_id"]),
+        "MARKS": " ".join(marks) or "–",
+    }
 
 
 def _requests(api: _Api, args: argparse.Namespace, out: TextIO) -> None:
@@ -422,7 +437,7 @@ def _print_requests(
         for item in items:
             print(json.dumps(item, ensure_ascii=False), file=out, flush=True)
     else:
-        _table(out, _REQUEST_HEADERS, [_request_row(item) for item in items])
+        _table(out, [_request_row(item) for item in items])
         if not items and stream is None:
             print("no requests", file=out)
     if stream is None:
@@ -435,7 +450,7 @@ def _print_requests(
         if args.json:
             print(json.dumps(item, ensure_ascii=False), file=out, flush=True)
         else:
-            cells = _request_row(item)
+            cells = _request_row(item).values()
             print(
                 "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip(),
                 file=out,
@@ -443,25 +458,20 @@ def _print_requests(
             )
 
 
+def _finding_row(f: dict[str, Any]) -> dict[str, str]:
+    return {
+        "FINDING": f["finding_id"],
+        "AT": _when(f["at"]),
+        "CODE": f["code"],
+        "CREDENTIAL": _cell(f["credential_id"]),
+        "REQUESTS": _cell(" ".join(f["request_ids"]), 30),
+        "DETAIL": _cell(f["detail"], CONTENT_WIDTH * 2),
+    }
+
+
 def _findings(api: _Api, args: argparse.Namespace, out: TextIO) -> None:
     items = api.pages("/findings", credential_id=args.credential, code=args.code)
-    if args.json:
-        _json(out, items)
-        return
-    rows = [
-        [
-            f["finding_id"],
-            _when(f["at"]),
-            f["code"],
-            _cell(f["credential_id"]),
-            _cell(" ".join(f["request_ids"]), 30),
-            _cell(f["detail"], CONTENT_WIDTH * 2),
-        ]
-        for f in items
-    ]
-    _table(out, ["FINDING", "AT", "CODE", "CREDENTIAL", "REQUESTS", "DETAIL"], rows)
-    if not rows:
-        print("no findings", file=out)
+    _listing(out, args, items, _finding_row, "no findings")
 
 
 def _clock(api: _Api, args: argparse.Namespace, out: TextIO) -> None:
@@ -473,10 +483,19 @@ def _clock(api: _Api, args: argparse.Namespace, out: TextIO) -> None:
         state = api.call("PUT", "/clock", {"now": _timestamp(args.time)})
     else:
         state = api.call("GET", "/clock")
-    if args.json:
-        _json(out, state)
-    else:
-        print(f"{state['now']}{'  (frozen)' if state['frozen'] else ''}", file=out)
+    _say(out, args, state, f"{state['now']}{'  (frozen)' if state['frozen'] else ''}")
+
+
+def _fault_row(f: dict[str, Any]) -> dict[str, str]:
+    return {
+        "FAULT": f["fault_id"],
+        "OPERATION": f["operation"],
+        "STATUS": str(f["status"]),
+        "CODE": f["code"],
+        "PHASE": f["phase"] + (" (drop)" if f["drop_connection"] else ""),
+        "LEFT": str(f["remaining"]),
+        "CREDENTIAL": _cell(f["credential_id"] or "any"),
+    }
 
 
 def _faults(api: _Api, args: argparse.Namespace, out: TextIO) -> None:
@@ -494,54 +513,24 @@ def _faults(api: _Api, args: argparse.Namespace, out: TextIO) -> None:
         body = {"operation": args.operation, "status": args.status}
         body.update({k: v for k, v in options.items() if v is not None})
         created = api.call("POST", "/faults", body)
-        if args.json:
-            _json(out, created)
-        else:
-            print(f"{created['fault_id']} armed ({created['remaining']} left)", file=out)
-        return
-    if args.action == "clear":
+        _say(out, args, created, f"{created['fault_id']} armed ({created['remaining']} left)")
+    elif args.action == "clear":
         api.call("DELETE", "/faults")
-        if args.json:
-            _json(out, {"cleared": True})
-        else:
-            print("faults cleared", file=out)
-        return
-    items = api.call("GET", "/faults")["items"]
-    if args.json:
-        _json(out, items)
-        return
-    rows = [
-        [
-            f["fault_id"],
-            f["operation"],
-            str(f["status"]),
-            f["code"],
-            f["phase"] + (" (drop)" if f["drop_connection"] else ""),
-            str(f["remaining"]),
-            _cell(f["credential_id"] or "any"),
-        ]
-        for f in items
-    ]
-    _table(out, ["FAULT", "OPERATION", "STATUS", "CODE", "PHASE", "LEFT", "CREDENTIAL"], rows)
-    if not rows:
-        print("no faults", file=out)
+        _say(out, args, {"cleared": True}, "faults cleared")
+    else:
+        items = api.call("GET", "/faults")["items"]
+        _listing(out, args, items, _fault_row, "no faults")
 
 
 def _reset(api: _Api, args: argparse.Namespace, out: TextIO) -> None:
     answer = api.call("POST", "/reset")
-    if args.json:
-        _json(out, answer)
-    else:
-        print(f"reset ({answer['took_ms']} ms)", file=out)
+    _say(out, args, answer, f"reset ({answer['took_ms']} ms)")
 
 
 def _tenants(api: _Api, args: argparse.Namespace, out: TextIO) -> None:
     if args.action == "delete":
         api.call("DELETE", f"/tenants/{args.tenant}")
-        if args.json:
-            _json(out, {"tenant": args.tenant, "deleted": True})
-        else:
-            print(f"tenant {visible(args.tenant)} deleted", file=out)
+        _say(out, args, {"tenant": args.tenant, "deleted": True}, f"tenant {visible(args.tenant)} deleted")
         return
     body = {"tenant": args.tenant, "credits": args.credits}
     created = api.call("POST", "/tenants", {k: v for k, v in body.items() if v is not None})
@@ -577,11 +566,13 @@ def _snapshot(api: _Api, args: argparse.Namespace, out: TextIO) -> None:
             write_atomically(path, response.content.rstrip(b"\n") + b"\n")  # the bytes as sent
         except OSError as exc:
             raise UsageError(f"cannot write {path} ({exc.strerror or exc})") from None
-        if args.json:
-            _json(out, {"file": str(path), "bytes": path.stat().st_size})
-        else:
-            tenants = len(document.get("tenants") or [])
-            print(f"{path} written ({path.stat().st_size} bytes, {tenants} tenant(s))", file=out)
+        size, tenants = path.stat().st_size, len(document.get("tenants") or [])
+        _say(
+            out,
+            args,
+            {"file": str(path), "bytes": size},
+            f"{path} written ({size} bytes, {tenants} tenant(s))",
+        )
         return
     try:
         data = path.read_bytes()
@@ -594,10 +585,7 @@ def _snapshot(api: _Api, args: argparse.Namespace, out: TextIO) -> None:
     answer = _answer(
         api.send("PUT", "/snapshot", content=data, headers={"Content-Type": "application/json"}), api.url
     )
-    if args.json:
-        _json(out, answer)
-    else:
-        print(f"{path} imported", file=out)
+    _say(out, args, answer, f"{path} imported")
 
 
 _HANDLERS: dict[str, Callable[[_Api, argparse.Namespace, TextIO], None]] = {

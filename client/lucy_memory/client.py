@@ -26,7 +26,7 @@ import weakref
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 import anyio
 from anyio.from_thread import BlockingPortal, start_blocking_portal
@@ -569,7 +569,7 @@ class SyncAgentMemoryClient:
     def __repr__(self) -> str:
         return f"SyncAgentMemoryClient({self._client!r})"
 
-    def __enter__(self) -> SyncAgentMemoryClient:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(

@@ -90,8 +90,7 @@ __all__ = [
     "UnauthenticatedError",
     "UnsupportedMediaTypeError",
     "VersionConflictError",
-    "api_error_class",
-]
+]  # the error tree, which the package exports whole; api_error_class and code_for_status are helpers
 
 # Operations whose repetition may charge a second credit (never retried automatically), as the
 # subject of a sentence.

@@ -10,15 +10,18 @@ admin) is who acts: a tenant admin reaches only its tenant's objects — another
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
-from typing import Literal
+from collections.abc import Callable
+from dataclasses import replace
+from functools import partial
+from typing import Literal, TypeVar
 
 from fake_lucy.domain import billing, clock, lifecycle, principals
 from fake_lucy.domain.errors import DomainError
 from fake_lucy.domain.ids import IdFactory
+from fake_lucy.domain.principals import NewCredential
 from fake_lucy.domain.tenants import SERVER, AdminScope
 from fake_lucy.store import queries
-from fake_lucy.store.queries import Page
+from fake_lucy.store.queries import JournalFilter, MemoryFilter, Page, ProposalFilter
 from fake_lucy.store.records import JournalRow, LedgerRecord, MemoryRecord, ProposalRecord
 
 __all__ = [
@@ -41,31 +44,16 @@ Decision = Literal["approve", "reject", "expire"]
 def create_credential(
     conn: sqlite3.Connection,
     ids: IdFactory,
+    new: NewCredential,
     *,
-    tenant: str,
-    account: str | None,
-    user: str | None,
-    permissions: Sequence[str],
-    scopes: Sequence[dict[str, str]],
-    credits: int | None,
     request_id: str,
     scope: AdminScope = SERVER,
 ) -> dict[str, str]:
     """A credential (tenant and account made on first use, for the server admin); returns the
     token once."""
-    if not scope.sees(tenant):
+    if not scope.sees(new.tenant):
         raise DomainError("not_found", "no tenant with this id is within reach of this admin token")
-    return principals.create_credential(
-        conn,
-        ids,
-        tenant=tenant,
-        account=account,
-        user=user,
-        permissions=permissions,
-        scopes=scopes,
-        credits=credits,
-        request_id=request_id,
-    )
+    return principals.create_credential(conn, ids, new, request_id=request_id)
 
 
 def revoke_credential(conn: sqlite3.Connection, credential_id: str, *, scope: AdminScope = SERVER) -> None:
@@ -92,22 +80,28 @@ def _expire_due(conn: sqlite3.Connection, tenant: str | None) -> None:
         lifecycle.expire_due(conn, each, clock.now(conn, each))
 
 
+_Filter = TypeVar("_Filter", ProposalFilter, MemoryFilter, JournalFilter)
+_Item = TypeVar("_Item")
+
+
+def _listing(scope: AdminScope, wanted: _Filter, read: Callable[[_Filter], Page[_Item]]) -> Page[_Item]:
+    """``read`` with the filter narrowed to the tenants ``scope`` reaches; an empty page when a
+    tenant admin asks for another tenant."""
+    tenant, empty = scope.narrow(wanted.tenant)
+    return Page([], None) if empty else read(replace(wanted, tenant=tenant))
+
+
 def proposals(
-    conn: sqlite3.Connection,
-    *,
-    status: str | None,
-    tenant: str | None,
-    after: int,
-    limit: int,
-    scope: AdminScope = SERVER,
+    conn: sqlite3.Connection, wanted: ProposalFilter, *, after: int, limit: int, scope: AdminScope = SERVER
 ) -> Page[ProposalRecord]:
     """Proposals in creation order, filtered by their effective status."""
-    tenant, empty = scope.narrow(tenant)
-    if empty:
-        return Page([], None)
-    if tenant is None or queries.tenant(conn, tenant) is not None:
-        _expire_due(conn, tenant)
-    return queries.proposals_page(conn, after=after, status=status, tenant=tenant, limit=limit)
+
+    def read(reached: ProposalFilter) -> Page[ProposalRecord]:
+        if reached.tenant is None or queries.tenant(conn, reached.tenant) is not None:
+            _expire_due(conn, reached.tenant)
+        return queries.proposals_page(conn, reached, after=after, limit=limit)
+
+    return _listing(scope, wanted, read)
 
 
 def decide(
@@ -135,50 +129,21 @@ def decide(
 
 def memories(
     conn: sqlite3.Connection,
+    wanted: MemoryFilter,
     *,
-    tenant: str | None,
-    scope_kind: str | None,
-    scope_id: str | None,
-    history: bool,
     after: tuple[str, int] | None,
     limit: int,
     scope: AdminScope = SERVER,
 ) -> Page[MemoryRecord]:
-    """Memory versions ordered by (id, version); only each head's current one without ``history``."""
-    tenant, empty = scope.narrow(tenant)
-    if empty:
-        return Page([], None)
-    return queries.memory_versions_page(
-        conn,
-        tenant=tenant,
-        scope_kind=scope_kind,
-        scope_id=scope_id,
-        history=history,
-        after=after,
-        limit=limit,
-    )
+    """Memory versions ordered by (id, version)."""
+    return _listing(scope, wanted, partial(queries.memory_versions_page, conn, after=after, limit=limit))
 
 
 def journal(
-    conn: sqlite3.Connection,
-    *,
-    operation: str | None,
-    credential_id: str | None,
-    newest: int | None,
-    after: int,
-    limit: int,
-    scope: AdminScope = SERVER,
+    conn: sqlite3.Connection, wanted: JournalFilter, *, after: int, limit: int, scope: AdminScope = SERVER
 ) -> Page[JournalRow]:
     """The journal oldest first (a tenant admin's: its tenant's rows)."""
-    return queries.journal_page(
-        conn,
-        operation=operation,
-        credential_id=credential_id,
-        newest=newest,
-        after=after,
-        limit=limit,
-        tenant=scope.tenant,
-    )
+    return _listing(scope, wanted, partial(queries.journal_page, conn, after=after, limit=limit))
 
 
 def ledger(

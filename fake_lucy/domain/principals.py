@@ -7,7 +7,7 @@ import json
 import secrets
 import sqlite3
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from fake_lucy.domain import billing, clock
 from fake_lucy.domain.epochs import bump_auth_epoch
@@ -18,6 +18,7 @@ from lucy_memory._contract import PERMISSIONS
 
 __all__ = [
     "PERMISSIONS",
+    "NewCredential",
     "Principal",
     "PrincipalCache",
     "Scope",
@@ -186,29 +187,41 @@ def ensure_account(
         conn.execute("UPDATE accounts SET balance = ? WHERE id = ?", (credits, account))
 
 
+@dataclass(frozen=True, slots=True)
+class NewCredential:
+    """What a credential is made of, as the control API, the seed and a new tenant ask for one:
+    ``account`` and ``user`` (None: ids derived from the credential's) and ``tenant`` are made on
+    first use; ``credits`` (when given) sets the account's balance. The seed names the credential's
+    id and token, and marks the built-in ones; otherwise both are new."""
+
+    tenant: str
+    permissions: Sequence[str]
+    scopes: Sequence[dict[str, str]]
+    account: str | None = None
+    user: str | None = None
+    credits: int | None = None
+    credential_id: str | None = None
+    token: str | None = field(default=None, repr=False)
+    builtin: bool = False
+
+
 def create_credential(
     conn: sqlite3.Connection,
     ids: IdFactory,
+    new: NewCredential,
     *,
-    tenant: str,
-    account: str | None,
-    user: str | None,
-    permissions: Sequence[str],
-    scopes: Sequence[dict[str, str]],
-    credits: int | None,
-    token: str | None = None,
-    credential_id: str | None = None,
-    builtin: bool = False,
     request_id: str | None = None,
 ) -> dict[str, str]:
-    """Create tenant and account on first use, then the credential. Returns the token once."""
-    credential_id = credential_id or ids.new(conn, "cred")
-    account = account or ("acct_" + credential_id.removeprefix("cred_")[:16])
-    user = user or ("usr_" + credential_id.removeprefix("cred_")[:16])
-    token = token or ("lucy_" + secrets.token_urlsafe(32))
+    """Create tenant and account on first use, then the credential. Returns the token once.
+    Through the control API (``request_id`` given) a changed balance writes a ledger row."""
+    credential_id = new.credential_id or ids.new(conn, "cred")
+    tenant = new.tenant
+    account = new.account or ("acct_" + credential_id.removeprefix("cred_")[:16])
+    user = new.user or ("usr_" + credential_id.removeprefix("cred_")[:16])
+    token = new.token or ("lucy_" + secrets.token_urlsafe(32))
     ensure_tenant(conn, tenant)
-    ensure_account(conn, tenant, account, credits, request_id=request_id)
-    unique_scopes = list({(s["kind"], s["id"]): s for s in scopes}.values())
+    ensure_account(conn, tenant, account, new.credits, request_id=request_id)
+    unique_scopes = list({(s["kind"], s["id"]): s for s in new.scopes}.values())
     conn.execute(
         "INSERT INTO credentials (id, token_sha256, tenant_id, account_id, user_id, permissions,"
         " scopes, builtin, revoked) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0)",
@@ -218,9 +231,9 @@ def create_credential(
             tenant,
             account,
             user,
-            ",".join(p for p in PERMISSIONS if p in permissions),
+            ",".join(p for p in PERMISSIONS if p in new.permissions),
             json.dumps([{"kind": s["kind"], "id": s["id"]} for s in unique_scopes]),
-            builtin,
+            new.builtin,
         ),
     )
     bump_auth_epoch(conn)

@@ -10,8 +10,9 @@ from typing import Any, Generic, TypeVar
 
 from fake_lucy.domain import admin, clock, events, faults, policy
 from fake_lucy.store import review
+from fake_lucy.store.queries import JournalFilter, MemoryFilter, ProposalFilter
 from fake_lucy.store.records import JournalRow, LedgerRecord, MemoryRecord, ProposalRecord, TenantPolicy
-from fake_lucy.store.review import AccountRow, VersionText
+from fake_lucy.store.review import AccountRow
 
 __all__ = [
     "Chain",
@@ -40,7 +41,7 @@ T = TypeVar("T")
 @dataclass(frozen=True, slots=True)
 class QueueItem:
     proposal: ProposalRecord
-    replaced: VersionText | None  # the version a replacement would supersede (if it still exists)
+    replaced: MemoryRecord | None  # the version a replacement would supersede (if it still exists)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +57,7 @@ def queue(
     conn: sqlite3.Connection, *, tenant: str | None, after: int = 0, limit: int = QUEUE_PAGE
 ) -> QueueView:
     """Pending proposals oldest first, each replacement with the version it replaces."""
-    page = admin.proposals(conn, status="pending", tenant=tenant, after=after, limit=limit)
+    page = admin.proposals(conn, ProposalFilter("pending", tenant), after=after, limit=limit)
     wanted = [
         (p.replaces_memory_id, p.replaces_version)
         for p in page.items
@@ -130,7 +131,7 @@ def request_chains(
 
     A retry chain is every request of one credential under one ``Idempotency-Key``.
     """
-    rows = admin.journal(conn, operation=None, credential_id=None, newest=newest, after=0, limit=newest).items
+    rows = admin.journal(conn, JournalFilter(newest=newest), after=0, limit=newest).items
     chains: dict[tuple[str, str], Chain] = {}
     ordered: list[Chain] = []
     for row in rows:
@@ -196,7 +197,7 @@ def proposals(
     conn: sqlite3.Connection, *, tenant: str | None, status: str | None, after: int, limit: int
 ) -> Listing[ProposalRecord]:
     """Proposals of every status (or one), in creation order."""
-    page = admin.proposals(conn, status=status, tenant=tenant, after=after, limit=limit)
+    page = admin.proposals(conn, ProposalFilter(status, tenant), after=after, limit=limit)
     return Listing(page.items, page.last, events.resume_after(conn, None))
 
 
@@ -204,7 +205,5 @@ def memories(
     conn: sqlite3.Connection, *, tenant: str | None, history: bool, after: tuple[str, int] | None, limit: int
 ) -> Listing[MemoryRecord]:
     """Memories ordered by (id, version): the current versions, or every version with ``history``."""
-    page = admin.memories(
-        conn, tenant=tenant, scope_kind=None, scope_id=None, history=history, after=after, limit=limit
-    )
+    page = admin.memories(conn, MemoryFilter(tenant, history=history), after=after, limit=limit)
     return Listing(page.items, page.last, events.resume_after(conn, None))

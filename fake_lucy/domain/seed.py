@@ -11,13 +11,14 @@ from fake_lucy.domain.epochs import bump_auth_epoch
 from fake_lucy.domain.errors import DomainError
 from fake_lucy.domain.ids import IdFactory
 from fake_lucy.domain.lifecycle import VersionContent, clear_index, create_memory
-from fake_lucy.domain.principals import Scope, create_credential, ensure_tenant
+from fake_lucy.domain.principals import NewCredential, Scope, create_credential, ensure_tenant
 from fake_lucy.store import queries
 from fake_lucy.store.tables import STATE_TABLES
 from lucy_memory._contract import canonical_bytes, load_contract, schema_validator
 
 __all__ = [
     "BUILTIN_TOKENS",
+    "DEFAULTS",
     "DEFAULT_SEED",
     "applied_seed",
     "apply_seed",
@@ -27,24 +28,26 @@ __all__ = [
     "validate_seed",
 ]
 
-_DEFAULTS = load_contract("fake-control")["defaults"]
+DEFAULTS: dict[str, Any] = load_contract("fake-control")["defaults"]
+"""The dev seed's tenant, account, user, permissions, scopes, credits and tokens, as the control
+contract states them; a tenant made by ``POST /_fake/tenants`` is shaped like it (``tenants``)."""
 
-DEV_TOKEN: str = _DEFAULTS["token"]
-DEFAULT_ADMIN_TOKEN: str = _DEFAULTS["admin_token"]
+DEV_TOKEN: str = DEFAULTS["token"]
+DEFAULT_ADMIN_TOKEN: str = DEFAULTS["admin_token"]
 BUILTIN_TOKENS = frozenset({DEV_TOKEN, DEFAULT_ADMIN_TOKEN})
 
 DEFAULT_SEED: dict[str, Any] = {
-    "tenants": [{"id": _DEFAULTS["tenant"]}],
+    "tenants": [{"id": DEFAULTS["tenant"]}],
     "credentials": [
         {
             "credential_id": "cred_dev_default",
             "token": DEV_TOKEN,
-            "tenant": _DEFAULTS["tenant"],
-            "account": _DEFAULTS["account"],
-            "user": _DEFAULTS["user"],
-            "permissions": list(_DEFAULTS["permissions"]),
-            "scopes": list(_DEFAULTS["scopes"]),
-            "credits": _DEFAULTS["credits"],
+            "tenant": DEFAULTS["tenant"],
+            "account": DEFAULTS["account"],
+            "user": DEFAULTS["user"],
+            "permissions": list(DEFAULTS["permissions"]),
+            "scopes": list(DEFAULTS["scopes"]),
+            "credits": DEFAULTS["credits"],
         }
     ],
     "memories": [],
@@ -96,19 +99,18 @@ def apply_seed(conn: sqlite3.Connection, ids: IdFactory, seed: dict[str, Any]) -
         queries.update_tenant_policy(conn, tenant["id"], policy)
     for cred in seed.get("credentials", []):
         try:
-            create_credential(
-                conn,
-                ids,
+            new = NewCredential(
                 tenant=cred["tenant"],
-                account=cred.get("account"),
-                user=cred.get("user"),
                 permissions=cred["permissions"],
                 scopes=cred.get("scopes", []),
+                account=cred.get("account"),
+                user=cred.get("user"),
                 credits=cred.get("credits"),
-                token=cred["token"],
                 credential_id=cred.get("credential_id"),
+                token=cred["token"],
                 builtin=cred["token"] in BUILTIN_TOKENS,
             )
+            create_credential(conn, ids, new)
         except sqlite3.IntegrityError:
             raise ValueError("the seed lists the same token or credential id twice") from None
         except DomainError as exc:

@@ -234,64 +234,63 @@ def validate(document: Any) -> dict[str, Any]:
     return result
 
 
+# The references a tenant's rows hold: per collection, the fields of each item that must name an
+# account or a credential of the same tenant.
+_REFERENCES: dict[str, tuple[tuple[str, str], ...]] = {
+    "credentials": (("account", "account"),),
+    "proposals": (("account", "account"), ("credential_id", "credential")),
+    "idempotency_records": (("account", "account"),),
+    "ledger": (("account", "account"),),
+    "journal": (("credential_id", "credential"),),
+}
+
+
 def _check_references(document: dict[str, Any]) -> None:
-    """What the schema cannot say: each reference names something the snapshot holds."""
+    """What the schema cannot say: each reference names something the snapshot holds (the
+    problems in the document's order)."""
     problems: list[dict[str, str]] = []
     for t, tenant in enumerate(document["tenants"]):
         base = f"/tenants/{t}"
-        accounts = {account["id"] for account in tenant["accounts"]}
-        credentials = {credential["credential_id"] for credential in tenant["credentials"]}
+        held = {
+            "account": {account["id"] for account in tenant["accounts"]},
+            "credential": {credential["credential_id"] for credential in tenant["credentials"]},
+        }
         first = tenant.get("first_credential_id")
-        if first is not None and first not in credentials:
-            problems.append(
-                {"pointer": f"{base}/first_credential_id", "detail": "names no credential of its tenant"}
-            )
-        for c, credential in enumerate(tenant["credentials"]):
-            if credential["account"] not in accounts:
-                problems.append(
-                    {"pointer": f"{base}/credentials/{c}/account", "detail": "names no account of its tenant"}
-                )
+        if first is not None and first not in held["credential"]:
+            problems.append(_dangling(f"{base}/first_credential_id", "credential"))
+        problems.extend(_unheld(tenant, base, "credentials", held))
         for m, memory in enumerate(tenant["memories"]):
-            numbers = [version["version"] for version in memory["versions"]]
-            if numbers != list(range(1, len(numbers) + 1)):
-                problems.append(
-                    {
-                        "pointer": f"{base}/memories/{m}/versions",
-                        "detail": "must be versions 1, 2, … in order",
-                    }
-                )
-            elif memory["version"] not in numbers:
-                problems.append(
-                    {"pointer": f"{base}/memories/{m}/version", "detail": "names no version of the memory"}
-                )
-        for p, proposal in enumerate(tenant["proposals"]):
-            if proposal["account"] not in accounts:
-                problems.append(
-                    {"pointer": f"{base}/proposals/{p}/account", "detail": "names no account of its tenant"}
-                )
-            if proposal["credential_id"] not in credentials:
-                problems.append(
-                    {
-                        "pointer": f"{base}/proposals/{p}/credential_id",
-                        "detail": "names no credential of its tenant",
-                    }
-                )
-        for name in ("idempotency_records", "ledger"):
-            for i, item in enumerate(tenant[name]):
-                if item["account"] not in accounts:
-                    problems.append(
-                        {"pointer": f"{base}/{name}/{i}/account", "detail": "names no account of its tenant"}
-                    )
-        for i, item in enumerate(tenant.get("journal", [])):
-            if item["credential_id"] not in credentials:
-                problems.append(
-                    {
-                        "pointer": f"{base}/journal/{i}/credential_id",
-                        "detail": "names no credential of its tenant",
-                    }
-                )
+            problems.extend(_version_problems(f"{base}/memories/{m}", memory))
+        for collection in ("proposals", "idempotency_records", "ledger", "journal"):
+            problems.extend(_unheld(tenant, base, collection, held))
     if problems:
         raise invalid_request(problems[:100], "the snapshot is inconsistent")
+
+
+def _unheld(
+    tenant: dict[str, Any], base: str, collection: str, held: dict[str, set[str]]
+) -> list[dict[str, str]]:
+    """The references of ``collection``'s items to an account or credential the tenant does not hold."""
+    return [
+        _dangling(f"{base}/{collection}/{i}/{field}", kind)
+        for i, item in enumerate(tenant.get(collection, []))
+        for field, kind in _REFERENCES[collection]
+        if item[field] not in held[kind]
+    ]
+
+
+def _dangling(pointer: str, kind: str) -> dict[str, str]:
+    return {"pointer": pointer, "detail": f"names no {kind} of its tenant"}
+
+
+def _version_problems(pointer: str, memory: dict[str, Any]) -> list[dict[str, str]]:
+    """A memory's versions are 1, 2, … in order, and its current version is one of them."""
+    numbers = [version["version"] for version in memory["versions"]]
+    if numbers != list(range(1, len(numbers) + 1)):
+        return [{"pointer": f"{pointer}/versions", "detail": "must be versions 1, 2, … in order"}]
+    if memory["version"] not in numbers:
+        return [{"pointer": f"{pointer}/version", "detail": "names no version of the memory"}]
+    return []
 
 
 def restore_state(conn: sqlite3.Connection, document: Any, *, tenant: str | None = None) -> None:
@@ -355,6 +354,28 @@ def _clock_columns(written: dict[str, Any], pointer: str) -> tuple[int | None, i
     return None, offset_us
 
 
+# Per table, the columns a snapshot item holds under the same name; ``_restore_tenant`` spells out
+# the others (renamed, nested or converted). Kept as a compact table (fmt: skip), not a name a line.
+_SAME_NAMED = {
+    "credentials": ("token_sha256", "builtin", "revoked"),
+    "memory_versions": (
+        "kind", "topic", "content", "importance", "status", "source", "updated_at", "approved_at"
+    ),
+    "proposals": (
+        "id", "credential_id", "status", "kind", "topic", "content", "importance", "justification",
+        "reason", "reason_detail", "source", "created_at", "updated_at", "expires_at", "decided_at",
+    ),
+    "idempotency_records": (
+        "key", "body_sha256", "state", "original_request_id", "created_at", "expires_at", "in_flight_until"
+    ),
+    "ledger": ("request_id", "operation", "amount", "balance_after", "at"),
+}  # fmt: skip
+
+
+def _same_named(item: dict[str, Any], table: str) -> dict[str, Any]:
+    return {name: item[name] for name in _SAME_NAMED[table]}
+
+
 def _insert(conn: sqlite3.Connection, table: str, values: dict[str, Any], pointer: str) -> int:
     try:
         return store.insert(conn, table, values)
@@ -397,15 +418,13 @@ def _restore_tenant(
         _insert(conn, "accounts", values, f"{base}/accounts/{i}/id")
     for i, credential in enumerate(tenant["credentials"]):
         values = {
+            **_same_named(credential, "credentials"),
             "id": credential["credential_id"],
-            "token_sha256": credential["token_sha256"],
             "tenant_id": tenant_id,
             "account_id": credential["account"],
             "user_id": credential["user"],
             "permissions": ",".join(credential["permissions"]),
             "scopes": json.dumps(credential["scopes"]),
-            "builtin": credential["builtin"],
-            "revoked": credential["revoked"],
         }
         _insert(conn, "credentials", values, f"{base}/credentials/{i}")
     for i, memory in enumerate(tenant["memories"]):
@@ -414,30 +433,16 @@ def _restore_tenant(
         _insert(conn, "proposals", _proposal_row(tenant_id, proposal), f"{base}/proposals/{i}/id")
     for i, record in enumerate(tenant["idempotency_records"]):
         values = {
+            **_same_named(record, "idempotency_records"),
             "account_id": record["account"],
-            "key": record["key"],
-            "body_sha256": record["body_sha256"],
-            "state": record["state"],
             "status_code": record["status"],
             "response_body": None if record["body"] is None else record["body"].encode("utf-8"),
-            "original_request_id": record["original_request_id"],
             "scope_kind": record["scope"]["kind"],
             "scope_id": record["scope"]["id"],
-            "created_at": record["created_at"],
-            "expires_at": record["expires_at"],
-            "in_flight_until": record["in_flight_until"],
         }
         _insert(conn, "idempotency_records", values, f"{base}/idempotency_records/{i}/key")
     for i, entry in enumerate(tenant["ledger"]):
-        values = {
-            "request_id": entry["request_id"],
-            "account_id": entry["account"],
-            "tenant_id": tenant_id,
-            "operation": entry["operation"],
-            "amount": entry["amount"],
-            "balance_after": entry["balance_after"],
-            "at": entry["at"],
-        }
+        values = {**_same_named(entry, "ledger"), "account_id": entry["account"], "tenant_id": tenant_id}
         _insert(conn, "ledger", values, f"{base}/ledger/{i}")
     for i, entry in enumerate(tenant.get("journal", [])):
         _insert(conn, "journal", {**entry, "tenant": tenant_id}, f"{base}/journal/{i}")
@@ -453,48 +458,34 @@ def _restore_memory(conn: sqlite3.Connection, tenant: str, memory: dict[str, Any
         "scope_id": scope.id,
         "version": memory["version"],
         "created_at": memory["created_at"],
-        **{name: current[name] for name in _VERSION_FIELDS},
+        **_same_named(current, "memory_versions"),
     }
     seq = _insert(conn, "memories", head, f"{pointer}/id")
     if memory["last_accessed_at"] is not None:
         store.insert(conn, "memory_access", {"seq": seq, "last_accessed_at": memory["last_accessed_at"]})
     for version in memory["versions"]:
-        values = {"memory_id": memory["id"], "version": version["version"]}
-        values.update({name: version[name] for name in _VERSION_FIELDS})
+        values = {
+            **_same_named(version, "memory_versions"),
+            "memory_id": memory["id"],
+            "version": version["version"],
+        }
         _insert(conn, "memory_versions", values, f"{pointer}/versions/{version['version'] - 1}")
     if current["status"] == "active":
         index_memory(conn, seq, tenant, scope, current["content"], current["topic"])
-
-
-_VERSION_FIELDS = ("kind", "topic", "content", "importance", "status", "source", "updated_at", "approved_at")
 
 
 def _proposal_row(tenant: str, proposal: dict[str, Any]) -> dict[str, Any]:
     replaces = proposal["replaces"] or {}
     memory = proposal["memory"] or {}
     return {
-        "id": proposal["id"],
+        **_same_named(proposal, "proposals"),
         "tenant_id": tenant,
         "account_id": proposal["account"],
-        "credential_id": proposal["credential_id"],
-        "status": proposal["status"],
-        "kind": proposal["kind"],
-        "topic": proposal["topic"],
-        "content": proposal["content"],
-        "importance": proposal["importance"],
         "scope_kind": proposal["scope"]["kind"],
         "scope_id": proposal["scope"]["id"],
-        "justification": proposal["justification"],
         "replaces_memory_id": replaces.get("memory_id"),
         "replaces_version": replaces.get("version"),
         "memory_id": memory.get("id"),
         "memory_version": memory.get("version"),
-        "reason": proposal["reason"],
-        "reason_detail": proposal["reason_detail"],
-        "source": proposal["source"],
-        "created_at": proposal["created_at"],
-        "updated_at": proposal["updated_at"],
-        "expires_at": proposal["expires_at"],
-        "decided_at": proposal["decided_at"],
         "target_key": proposal["target"],
     }

@@ -24,12 +24,13 @@ from fake_lucy.domain.ids import IdFactory
 from fake_lucy.domain.principals import (
     DEFAULT_PROPOSAL_TTL_SECONDS,
     PERMISSIONS,
+    NewCredential,
     create_credential,
     ensure_tenant,
     hash_token,
 )
+from fake_lucy.domain.seed import DEFAULTS
 from fake_lucy.store import queries
-from lucy_memory._contract import load_contract
 
 __all__ = [
     "SERVER",
@@ -42,8 +43,7 @@ __all__ = [
     "still_valid",
 ]
 
-_DEFAULTS = load_contract("fake-control")["defaults"]
-DEFAULT_CREDITS: int = _DEFAULTS["credits"]
+DEFAULT_CREDITS: int = DEFAULTS["credits"]
 ADMIN_TOKEN_PREFIX = "lucy_tadm_"  # noqa: S105 - a prefix that marks the kind of token, not a secret
 
 
@@ -115,17 +115,11 @@ def create(
     if not ensure_tenant(conn, tenant):
         raise DomainError("tenant_conflict", "a tenant with this id exists already")
     initial = DEFAULT_CREDITS if credits is None else credits
-    scopes = [dict(item) for item in _DEFAULTS["scopes"]]
-    created = create_credential(
-        conn,
-        ids,
-        tenant=tenant,
-        account=ids.new(conn, "acct"),
-        user=_DEFAULTS["user"],
-        permissions=PERMISSIONS,
-        scopes=scopes,
-        credits=initial,
+    scopes = [dict(item) for item in DEFAULTS["scopes"]]
+    new = NewCredential(
+        tenant, PERMISSIONS, scopes, account=ids.new(conn, "acct"), user=DEFAULTS["user"], credits=initial
     )
+    created = create_credential(conn, ids, new)
     admin_token = ADMIN_TOKEN_PREFIX + secrets.token_urlsafe(32)
     queries.set_tenant_admin(
         conn,

@@ -22,13 +22,14 @@ from fake_lucy.domain import admin, billing, clock, faults, findings, policy, sn
 from fake_lucy.domain.errors import DomainError, invalid_field
 from fake_lucy.domain.ids import random_request_id
 from fake_lucy.domain.policy import policy_dict
+from fake_lucy.domain.principals import NewCredential
 from fake_lucy.domain.records import journal_dict, ledger_dict, memory_dict, proposal_dict
 from fake_lucy.http import cursors, inputs
 from fake_lucy.http.abort import client_gone
 from fake_lucy.http.events import EventStream, last_event_id
 from fake_lucy.http.problems import JSON, ProblemError, json_bytes, problem_response, schema_problem
 from fake_lucy.runtime import FakeLucy
-from fake_lucy.store.queries import Page
+from fake_lucy.store.queries import JournalFilter, MemoryFilter, Page, ProposalFilter
 from lucy_memory._contract import (
     MAX_POINTER,
     PROPOSAL_STATES,
@@ -121,19 +122,15 @@ def _reset(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[i
 
 
 def _create_credential(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
-    created = admin.create_credential(
-        conn,
-        ctx.fake.ids,
-        scope=ctx.scope,
-        request_id=ctx.request_id,
+    new = NewCredential(
         tenant=body["tenant"],
-        account=body.get("account"),
-        user=body.get("user"),
         permissions=body["permissions"],
         scopes=body["scopes"],
+        account=body.get("account"),
+        user=body.get("user"),
         credits=None if body.get("credits") is None else int(body["credits"]),  # 50.0 is 50
     )
-    return 201, created
+    return 201, admin.create_credential(conn, ctx.fake.ids, new, request_id=ctx.request_id, scope=ctx.scope)
 
 
 def _revoke(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
@@ -153,9 +150,8 @@ def _list_proposals(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -
     status = _query_choice(ctx, "status", PROPOSAL_STATES)
     limit = _query_int(ctx, "limit", PAGE_SIZE, 1, MAX_PAGE)
     after = _seq_cursor(ctx)
-    page = admin.proposals(
-        conn, status=status, tenant=ctx.query.get("tenant"), after=after, limit=limit, scope=ctx.scope
-    )
+    wanted = ProposalFilter(status=status, tenant=ctx.query.get("tenant"))
+    page = admin.proposals(conn, wanted, after=after, limit=limit, scope=ctx.scope)
     return 200, _page(page, proposal_dict)
 
 
@@ -179,16 +175,14 @@ def _list_memories(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) ->
     scope_kind = _query_choice(ctx, "scope_kind", _SCOPE_KINDS)
     history = _query_bool(ctx, "include_history", default=True)
     limit = _query_int(ctx, "limit", PAGE_SIZE, 1, MAX_PAGE)
-    page = admin.memories(
-        conn,
+    wanted = MemoryFilter(
         tenant=ctx.query.get("tenant"),
         scope_kind=scope_kind,
         scope_id=ctx.query.get("scope_id"),
         history=history,
-        after=cursors.decode_pair(ctx.query.get("cursor")),
-        limit=limit,
-        scope=ctx.scope,
     )
+    after = cursors.decode_pair(ctx.query.get("cursor"))
+    page = admin.memories(conn, wanted, after=after, limit=limit, scope=ctx.scope)
     return 200, _page(page, memory_dict)
 
 
@@ -257,16 +251,8 @@ def _list_requests(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) ->
     _only_query(ctx, ("operation", "credential_id", "limit", "cursor"))
     operation = _query_choice(ctx, "operation", ("recall", "propose", "proposal_status"))
     newest = _query_int(ctx, "limit", 0, 1, JOURNAL_LIMIT) if "limit" in ctx.query else None
-    credential, after = ctx.query.get("credential_id"), _seq_cursor(ctx)
-    page = admin.journal(
-        conn,
-        operation=operation,
-        credential_id=credential,
-        newest=newest,
-        after=after,
-        limit=PAGE_SIZE,
-        scope=ctx.scope,
-    )
+    wanted = JournalFilter(operation=operation, credential_id=ctx.query.get("credential_id"), newest=newest)
+    page = admin.journal(conn, wanted, after=_seq_cursor(ctx), limit=PAGE_SIZE, scope=ctx.scope)
     return 200, _page(page, journal_dict)
 
 
@@ -420,40 +406,39 @@ class ControlApi:
         return response
 
 
-_ROUTES: list[tuple[str, str, str | None, _Handler]] = [
-    ("POST", "/reset", None, _reset),
-    ("POST", "/credentials", "control-credential-create-request.schema.json", _create_credential),
-    ("DELETE", "/credentials/{credential_id}", None, _revoke),
-    ("PUT", "/accounts/{account}/credits", "control-balance-request.schema.json", _set_balance),
-    ("GET", "/proposals", None, _list_proposals),
-    ("POST", "/proposals/{proposal_id}/approve", None, _decide("approve")),
-    (
-        "POST",
-        "/proposals/{proposal_id}/reject",
-        "control-reject-request.schema.json",
-        _decide("reject"),
-    ),
-    ("POST", "/proposals/{proposal_id}/expire", None, _decide("expire")),
-    ("GET", "/memories", None, _list_memories),
-    ("DELETE", "/memories/{memory_id}", None, _delete_memory),
-    ("POST", "/memories/{memory_id}/restore", None, _restore_memory),
-    ("GET", "/tenants/{tenant}/policy", None, _get_policy),
-    ("PUT", "/tenants/{tenant}/policy", "control-policy-update.schema.json", _put_policy),
-    ("GET", "/clock", None, _get_clock),
-    ("POST", "/clock/advance", "control-clock-advance-request.schema.json", _advance_clock),
-    ("PUT", "/clock", "control-clock-set-request.schema.json", _set_clock),
-    ("PUT", "/billing", "control-billing.schema.json", _set_billing),
-    ("POST", "/faults", "control-fault-create-request.schema.json", _create_fault),
-    ("GET", "/faults", None, _list_faults),
-    ("DELETE", "/faults", None, _clear_faults),
-    ("GET", "/requests", None, _list_requests),
-    ("GET", "/ledger", None, _list_ledger),
-    ("POST", "/tenants", "control-tenant-create-request.schema.json", _create_tenant),
-    ("DELETE", "/tenants/{tenant}", None, _delete_tenant),
-    ("GET", "/findings", None, _list_findings),
-    ("GET", "/snapshot", None, _get_snapshot),
-    ("PUT", "/snapshot", ANY_OBJECT, _put_snapshot),
-]
+# The handler of each operation of contracts/fake-control.contract.json, under the contract's name
+# for it: the contract gives each its method, path, request schema, path parameters and body limit.
+_HANDLERS: dict[str, _Handler] = {
+    "reset": _reset,
+    "create_credential": _create_credential,
+    "revoke_credential": _revoke,
+    "set_balance": _set_balance,
+    "list_proposals": _list_proposals,
+    "approve_proposal": _decide("approve"),
+    "reject_proposal": _decide("reject"),
+    "expire_proposal": _decide("expire"),
+    "list_memories": _list_memories,
+    "delete_memory": _delete_memory,
+    "restore_memory": _restore_memory,
+    "get_policy": _get_policy,
+    "put_policy": _put_policy,
+    "get_clock": _get_clock,
+    "advance_clock": _advance_clock,
+    "set_clock": _set_clock,
+    "set_billing": _set_billing,
+    "create_fault": _create_fault,
+    "list_faults": _list_faults,
+    "clear_faults": _clear_faults,
+    "list_requests": _list_requests,
+    "list_ledger": _list_ledger,
+    "list_findings": _list_findings,
+    "get_snapshot": _get_snapshot,
+    "put_snapshot": _put_snapshot,
+    "create_tenant": _create_tenant,
+    "delete_tenant": _delete_tenant,
+}
+# Operations whose handler checks the body against the request schema itself (ANY_OBJECT).
+_CHECKS_ITS_BODY = frozenset({"put_snapshot"})
 
 
 def control_router(fake: FakeLucy, stream: EventStream | None = None) -> APIRouter:
@@ -465,20 +450,24 @@ def control_router(fake: FakeLucy, stream: EventStream | None = None) -> APIRout
         return await api.events(request, event_stream)
 
     router.add_api_route("/events", events, methods=["GET"], include_in_schema=False)
-    contract = load_contract("fake-control")["operations"].values()
-    operations = {(op["method"], op["path"]): op for op in contract}
-    for method, path, schema, handler in _ROUTES:
-        declared = operations[(method, path)]["path_parameters"]
+    operations: dict[str, dict[str, Any]] = load_contract("fake-control")["operations"]
+    if set(operations) != set(_HANDLERS):
+        raise RuntimeError(
+            f"control operations without a handler or a contract: {set(operations) ^ set(_HANDLERS)}"
+        )
+    for name, operation in operations.items():
+        declared = operation["path_parameters"]
         path_schema = (
-            parameters_validator(tuple((name, spec["schema"]) for name, spec in declared.items()))
+            parameters_validator(tuple((param, spec["schema"]) for param, spec in declared.items()))
             if declared
             else None
         )
-        max_body = int(operations[(method, path)].get("max_body_bytes", api.max_body))
+        schema = ANY_OBJECT if name in _CHECKS_ITS_BODY else operation["request_schema"]
+        max_body = int(operation.get("max_body_bytes", api.max_body))
         router.add_api_route(
-            path,
-            _endpoint(api, schema, handler, path_schema, max_body),
-            methods=[method],
+            operation["path"],
+            _endpoint(api, schema, _HANDLERS[name], path_schema, max_body),
+            methods=[operation["method"]],
             include_in_schema=False,
         )
     return router

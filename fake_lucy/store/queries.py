@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from fake_lucy.store.records import (
-    LAST_ACCESSED_AT,
     MEMORY_COLUMNS,
+    VERSION_COLUMNS,
     JournalRow,
     LedgerRecord,
     MemoryRecord,
@@ -24,7 +24,10 @@ from fake_lucy.store.records import (
 )
 
 __all__ = [
+    "JournalFilter",
+    "MemoryFilter",
     "Page",
+    "ProposalFilter",
     "TenantRecord",
     "account_tenant_and_balance",
     "active_topic_owner",
@@ -60,6 +63,36 @@ class Page(Generic[T]):
     last: Any | None
 
 
+@dataclass(frozen=True, slots=True)
+class ProposalFilter:
+    """Which proposals a listing holds: those of ``status`` and of ``tenant``, each when given."""
+
+    status: str | None = None
+    tenant: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryFilter:
+    """Which memory versions a listing holds: of ``tenant`` and of the scope, each when given;
+    every version with ``history``, else each memory's current one."""
+
+    tenant: str | None = None
+    scope_kind: str | None = None
+    scope_id: str | None = None
+    history: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class JournalFilter:
+    """Which journal rows a listing holds: of ``operation``, ``credential_id`` and ``tenant``, each
+    when given; with ``newest`` only the newest that many of them."""
+
+    operation: str | None = None
+    credential_id: str | None = None
+    tenant: str | None = None
+    newest: int | None = None
+
+
 def _page(rows: Sequence[sqlite3.Row], size: int, convert: Callable[[sqlite3.Row], T], key: str) -> Page[T]:
     items = [convert(row) for row in rows[:size]]
     return Page(items, rows[size - 1][key] if len(rows) > size else None)
@@ -91,9 +124,9 @@ def proposal(conn: sqlite3.Connection, proposal_id: str) -> ProposalRecord | Non
 
 
 def proposals_page(
-    conn: sqlite3.Connection, *, after: int, status: str | None, tenant: str | None, limit: int
+    conn: sqlite3.Connection, wanted: ProposalFilter, *, after: int, limit: int
 ) -> Page[ProposalRecord]:
-    where, params = _where(("seq", after), status=status, tenant_id=tenant)
+    where, params = _where(("seq", after), status=wanted.status, tenant_id=wanted.tenant)
     sql = f"SELECT * FROM proposals WHERE {where} ORDER BY seq LIMIT ?"  # noqa: S608 - constant clauses
     rows = conn.execute(sql, [*params, limit + 1]).fetchall()
     return _page(rows, limit, ProposalRecord.from_row, "seq")
@@ -124,34 +157,20 @@ def active_topic_owner(
     return None if row is None else (row[0], int(row[1]))
 
 
-_VERSION_COLUMNS = (
-    f"m.seq, m.id, m.tenant_id, m.scope_kind, m.scope_id, m.created_at, {LAST_ACCESSED_AT},"
-    " v.version, v.kind, v.topic, v.content, v.importance, v.status, v.source, v.updated_at,"
-    " v.approved_at"
-)
-
-
 def memory_versions_page(
-    conn: sqlite3.Connection,
-    *,
-    tenant: str | None,
-    scope_kind: str | None,
-    scope_id: str | None,
-    history: bool,
-    after: tuple[str, int] | None,
-    limit: int,
+    conn: sqlite3.Connection, wanted: MemoryFilter, *, after: tuple[str, int] | None, limit: int
 ) -> Page[MemoryRecord]:
-    """Memory versions ordered by (id, version); only each head's current one without ``history``."""
+    """Memory versions ordered by (id, version)."""
     where, params = _where(
         None if after is None else ("(v.memory_id, v.version)", after),
-        m__tenant_id=tenant,
-        m__scope_kind=scope_kind,
-        m__scope_id=scope_id,
+        m__tenant_id=wanted.tenant,
+        m__scope_kind=wanted.scope_kind,
+        m__scope_id=wanted.scope_id,
     )
-    if not history:
+    if not wanted.history:
         where += " AND v.version = m.version"
     sql = (
-        f"SELECT {_VERSION_COLUMNS} FROM memory_versions v JOIN memories m ON m.id = v.memory_id"  # noqa: S608 - constant clauses
+        f"SELECT {VERSION_COLUMNS} FROM memory_versions v JOIN memories m ON m.id = v.memory_id"  # noqa: S608 - constant clauses
         f" WHERE {where} ORDER BY v.memory_id, v.version LIMIT ?"
     )
     rows = conn.execute(sql, [*params, limit + 1]).fetchall()
@@ -161,17 +180,13 @@ def memory_versions_page(
 
 
 def journal_page(
-    conn: sqlite3.Connection,
-    *,
-    operation: str | None,
-    credential_id: str | None,
-    newest: int | None,
-    after: int,
-    limit: int,
-    tenant: str | None = None,
+    conn: sqlite3.Connection, wanted: JournalFilter, *, after: int, limit: int
 ) -> Page[JournalRow]:
-    """Journal rows oldest first; with ``newest`` only the newest that many matching rows."""
-    where, params = _where(None, operation=operation, credential_id=credential_id, tenant=tenant)
+    """Journal rows oldest first."""
+    where, params = _where(
+        None, operation=wanted.operation, credential_id=wanted.credential_id, tenant=wanted.tenant
+    )
+    newest = wanted.newest
     if newest is not None:
         # keep the newest matching rows: start at the seq of the newest-th newest one
         oldest_kept = conn.execute(

@@ -15,6 +15,7 @@ __all__ = [
     "JOURNAL_COLUMNS",
     "LAST_ACCESSED_AT",
     "MEMORY_COLUMNS",
+    "VERSION_COLUMNS",
     "JournalRow",
     "LedgerRecord",
     "MemoryRecord",
@@ -29,6 +30,12 @@ MEMORY_COLUMNS = (
     "m.seq, m.id, m.tenant_id, m.scope_kind, m.scope_id, m.version, m.kind, m.topic, m.content,"
     " m.importance, m.status, m.source, m.created_at, m.updated_at, m.approved_at,"
     f" {LAST_ACCESSED_AT}"
+)
+# The columns of ``MemoryRecord`` read from one version (``memory_versions v``) of a memory ``m``.
+VERSION_COLUMNS = (
+    f"m.seq, m.id, m.tenant_id, m.scope_kind, m.scope_id, m.created_at, {LAST_ACCESSED_AT},"
+    " v.version, v.kind, v.topic, v.content, v.importance, v.status, v.source, v.updated_at,"
+    " v.approved_at"
 )
 
 

@@ -7,30 +7,16 @@ import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from fake_lucy.store.records import LedgerRecord
+from fake_lucy.store.records import VERSION_COLUMNS, LedgerRecord, MemoryRecord
 
 __all__ = [
     "AccountRow",
-    "VersionText",
     "accounts",
     "ledger_newest",
     "pending_count",
     "tenant_ids",
     "versions",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class VersionText:
-    """What one memory version says (the part a replacement's difference is drawn against)."""
-
-    memory_id: str
-    version: int
-    kind: str
-    topic: str | None
-    content: str
-    importance: int
-    status: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,43 +38,43 @@ def pending_count(conn: sqlite3.Connection, *, tenant: str | None) -> int:
 
 def versions(
     conn: sqlite3.Connection, wanted: Iterable[tuple[str, int]]
-) -> dict[tuple[str, int], VersionText]:
+) -> dict[tuple[str, int], MemoryRecord]:
     """The named versions (memory id, version) that exist."""
-    found: dict[tuple[str, int], VersionText] = {}
+    found: dict[tuple[str, int], MemoryRecord] = {}
     for memory_id, version in set(wanted):
         row = conn.execute(
-            "SELECT kind, topic, content, importance, status FROM memory_versions"
-            " WHERE memory_id = ? AND version = ?",
+            f"SELECT {VERSION_COLUMNS} FROM memory_versions v JOIN memories m ON m.id = v.memory_id"  # noqa: S608 - constant column list
+            " WHERE v.memory_id = ? AND v.version = ?",
             (memory_id, version),
         ).fetchone()
         if row is not None:
-            found[(memory_id, version)] = VersionText(
-                memory_id, version, row[0], row[1], row[2], row[3], row[4]
-            )
+            found[(memory_id, version)] = MemoryRecord.from_row(row)
     return found
 
 
+def _of_tenant(conn: sqlite3.Connection, sql: str, tenant: str | None, limit: int) -> list[sqlite3.Row]:
+    """The rows of ``sql``, a listing whose ``:tenant`` filter is off when ``tenant`` is None and
+    whose size is ``:limit``."""
+    return conn.execute(sql, {"tenant": tenant, "limit": limit}).fetchall()
+
+
 def accounts(conn: sqlite3.Connection, *, tenant: str | None, limit: int) -> list[AccountRow]:
-    rows = conn.execute(
-        "SELECT id, tenant_id, balance FROM accounts WHERE ? IS NULL OR tenant_id = ? ORDER BY tenant_id, id"
-        " LIMIT ?",
-        (tenant, tenant, limit),
-    ).fetchall()
-    return [AccountRow(r[0], r[1], int(r[2])) for r in rows]
+    sql = (
+        "SELECT id, tenant_id, balance FROM accounts WHERE :tenant IS NULL OR tenant_id = :tenant"
+        " ORDER BY tenant_id, id LIMIT :limit"
+    )
+    return [AccountRow(r[0], r[1], int(r[2])) for r in _of_tenant(conn, sql, tenant, limit)]
 
 
 def ledger_newest(conn: sqlite3.Connection, *, tenant: str | None, limit: int) -> list[LedgerRecord]:
     """The newest ``limit`` ledger rows (of a tenant's accounts), oldest first."""
-    rows = conn.execute(
+    sql = (
         "SELECT * FROM (SELECT l.* FROM ledger l JOIN accounts a ON a.id = l.account_id"
-        " WHERE ? IS NULL OR a.tenant_id = ? ORDER BY l.seq DESC LIMIT ?) ORDER BY seq",
-        (tenant, tenant, limit),
-    ).fetchall()
-    return [LedgerRecord.from_row(row) for row in rows]
+        " WHERE :tenant IS NULL OR a.tenant_id = :tenant ORDER BY l.seq DESC LIMIT :limit) ORDER BY seq"
+    )
+    return [LedgerRecord.from_row(row) for row in _of_tenant(conn, sql, tenant, limit)]
 
 
 def tenant_ids(conn: sqlite3.Connection, *, tenant: str | None, limit: int) -> list[str]:
-    rows = conn.execute(
-        "SELECT id FROM tenants WHERE ? IS NULL OR id = ? ORDER BY id LIMIT ?", (tenant, tenant, limit)
-    ).fetchall()
-    return [r[0] for r in rows]
+    sql = "SELECT id FROM tenants WHERE :tenant IS NULL OR id = :tenant ORDER BY id LIMIT :limit"
+    return [r[0] for r in _of_tenant(conn, sql, tenant, limit)]

@@ -17,6 +17,7 @@ from fake_lucy.domain import admin, findings, snapshot
 from fake_lucy.domain.errors import DomainError
 from fake_lucy.domain.records import journal_dict
 from fake_lucy.runtime import FakeLucy
+from fake_lucy.store.queries import JournalFilter
 from fake_lucy.testing.fakes import InProcessFake
 
 __all__ = ["Baseline", "Control", "for_fixture_value"]
@@ -95,9 +96,7 @@ class InProcessControl(Control):
         after = 0
         with self.fake.db.write() as conn:
             while True:
-                page = admin.journal(
-                    conn, operation=None, credential_id=None, newest=None, after=after, limit=_PAGE
-                )
+                page = admin.journal(conn, JournalFilter(), after=after, limit=_PAGE)
                 rows.extend(journal_dict(row) for row in page.items)
                 if page.last is None:
                     return rows
@@ -105,7 +104,7 @@ class InProcessControl(Control):
 
     def last_request_id(self) -> str | None:
         with self.fake.db.write() as conn:
-            page = admin.journal(conn, operation=None, credential_id=None, newest=1, after=0, limit=1)
+            page = admin.journal(conn, JournalFilter(newest=1), after=0, limit=1)
         return page.items[-1].request_id if page.items else None
 
     def snapshot(self) -> dict[str, Any]:

@@ -176,9 +176,18 @@ class FakeAdmin:
         async with self.watch(after) as events:
             return await events.wait_for(type_, timeout=timeout, **data)
 
+    async def _object(self, method: str, path: str, json: Any = None, **params: Any) -> dict[str, Any]:
+        """A call whose answer is a JSON object."""
+        answer: dict[str, Any] = await self.call(method, path, json, **params)
+        return answer
+
+    async def _part(self, key: str, method: str, path: str, json: Any = None) -> dict[str, Any]:
+        """A call whose answer wraps the object it is about: ``{"proposal": {...}}``."""
+        part: dict[str, Any] = (await self._object(method, path, json))[key]
+        return part
+
     async def reset(self) -> dict[str, Any]:
-        result: dict[str, Any] = await self.call("POST", "/reset")
-        return result
+        return await self._object("POST", "/reset")
 
     async def create_credential(
         self,
@@ -198,88 +207,69 @@ class FakeAdmin:
         for name, value in (("account", account), ("user", user), ("credits", credits)):
             if value is not None:
                 body[name] = value
-        result: dict[str, Any] = await self.call("POST", "/credentials", body)
-        return result
+        return await self._object("POST", "/credentials", body)
 
     async def revoke(self, credential_id: str) -> None:
         await self.call("DELETE", f"/credentials/{credential_id}")
 
     async def set_balance(self, account: str, balance: int) -> dict[str, Any]:
-        result: dict[str, Any] = await self.call("PUT", f"/accounts/{account}/credits", {"balance": balance})
-        return result
+        return await self._object("PUT", f"/accounts/{account}/credits", {"balance": balance})
 
     async def proposals(self, **filters: Any) -> dict[str, Any]:
-        result: dict[str, Any] = await self.call("GET", "/proposals", **filters)
-        return result
+        return await self._object("GET", "/proposals", **filters)
 
     async def approve(self, proposal_id: str) -> dict[str, Any]:
-        result: dict[str, Any] = await self.call("POST", f"/proposals/{proposal_id}/approve")
-        return result["proposal"]  # type: ignore[no-any-return]
+        return await self._part("proposal", "POST", f"/proposals/{proposal_id}/approve")
 
     async def reject(self, proposal_id: str, reason_detail: str | None = None) -> dict[str, Any]:
         body = {} if reason_detail is None else {"reason_detail": reason_detail}
-        result: dict[str, Any] = await self.call("POST", f"/proposals/{proposal_id}/reject", body)
-        return result["proposal"]  # type: ignore[no-any-return]
+        return await self._part("proposal", "POST", f"/proposals/{proposal_id}/reject", body)
 
     async def expire(self, proposal_id: str) -> dict[str, Any]:
-        result: dict[str, Any] = await self.call("POST", f"/proposals/{proposal_id}/expire")
-        return result["proposal"]  # type: ignore[no-any-return]
+        return await self._part("proposal", "POST", f"/proposals/{proposal_id}/expire")
 
     async def memories(self, **filters: Any) -> dict[str, Any]:
-        result: dict[str, Any] = await self.call("GET", "/memories", **filters)
-        return result
+        return await self._object("GET", "/memories", **filters)
 
     async def delete_memory(self, memory_id: str) -> dict[str, Any]:
-        result: dict[str, Any] = await self.call("DELETE", f"/memories/{memory_id}")
-        return result["memory"]  # type: ignore[no-any-return]
+        return await self._part("memory", "DELETE", f"/memories/{memory_id}")
 
     async def restore_memory(self, memory_id: str) -> dict[str, Any]:
-        result: dict[str, Any] = await self.call("POST", f"/memories/{memory_id}/restore")
-        return result["memory"]  # type: ignore[no-any-return]
+        return await self._part("memory", "POST", f"/memories/{memory_id}/restore")
 
     async def policy(self, tenant: str | None = None) -> dict[str, Any]:
-        result: dict[str, Any] = await self.call("GET", f"/tenants/{tenant or self.tenant}/policy")
-        return result
+        return await self._object("GET", f"/tenants/{tenant or self.tenant}/policy")
 
     async def set_policy(self, tenant: str | None = None, **policy: Any) -> dict[str, Any]:
-        result: dict[str, Any] = await self.call("PUT", f"/tenants/{tenant or self.tenant}/policy", policy)
-        return result
+        return await self._object("PUT", f"/tenants/{tenant or self.tenant}/policy", policy)
 
     async def create_tenant(self, tenant: str | None = None, *, credits: int | None = None) -> dict[str, Any]:
         """A new tenant (server admin only): ``{tenant, admin_token, credential}``."""
         body = {k: v for k, v in (("tenant", tenant), ("credits", credits)) if v is not None}
-        result: dict[str, Any] = await self.call("POST", "/tenants", body)
-        return result
+        return await self._object("POST", "/tenants", body)
 
     async def delete_tenant(self, tenant: str | None = None) -> None:
         await self.call("DELETE", f"/tenants/{tenant or self.tenant}")
 
     async def clock(self) -> dict[str, Any]:
-        result: dict[str, Any] = await self.call("GET", "/clock")
-        return result
+        return await self._object("GET", "/clock")
 
     async def advance_clock(self, seconds: float) -> dict[str, Any]:
-        result: dict[str, Any] = await self.call("POST", "/clock/advance", {"seconds": seconds})
-        return result
+        return await self._object("POST", "/clock/advance", {"seconds": seconds})
 
     async def set_clock(self, *, now: str | None = None, frozen: bool | None = None) -> dict[str, Any]:
         body = {k: v for k, v in (("now", now), ("frozen", frozen)) if v is not None}
-        result: dict[str, Any] = await self.call("PUT", "/clock", body)
-        return result
+        return await self._object("PUT", "/clock", body)
 
     async def set_billing(self, available: bool) -> dict[str, Any]:
-        result: dict[str, Any] = await self.call("PUT", "/billing", {"available": available})
-        return result
+        return await self._object("PUT", "/billing", {"available": available})
 
     async def add_fault(self, operation: str, status: int, **options: Any) -> dict[str, Any]:
-        result: dict[str, Any] = await self.call(
-            "POST", "/faults", {"operation": operation, "status": status, **options}
-        )
-        return result
+        return await self._object("POST", "/faults", {"operation": operation, "status": status, **options})
 
     async def faults(self) -> list[dict[str, Any]]:
-        result: dict[str, Any] = await self.call("GET", "/faults")
-        return result["items"]  # type: ignore[no-any-return]
+        items: list[dict[str, Any]] = (await self._object("GET", "/faults"))["items"]
+        return items
 
     async def clear_faults(self) -> None:
         await self.call("DELETE", "/faults")

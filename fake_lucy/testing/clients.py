@@ -31,31 +31,33 @@ class RecordedWaits:
         self.waits.append(float(seconds))
 
 
-class RecordingAgentMemoryClient(AgentMemoryClient):
+class _RecordsWaits:
+    """What both recording clients add to their SDK client: ``waits``, and the sleep that fills it."""
+
+    _recorded: RecordedWaits
+
+    def _with_recorded_sleep(self, options: dict[str, Any]) -> dict[str, Any]:
+        """The client's options with the recording sleep (a ``sleep`` of the caller's is refused)."""
+        if "sleep" in options:
+            raise TypeError(f"{type(self).__name__} brings its own sleep")
+        self._recorded = RecordedWaits()
+        return {**options, "sleep": self._recorded}
+
+    @property
+    def waits(self) -> list[float]:
+        """Every delay this client asked to sleep, in order (seconds)."""
+        return self._recorded.waits
+
+
+class RecordingAgentMemoryClient(_RecordsWaits, AgentMemoryClient):
     """An ``AgentMemoryClient`` whose waits are recorded in ``waits`` instead of slept."""
 
     def __init__(self, **options: Any) -> None:
-        if "sleep" in options:
-            raise TypeError("RecordingAgentMemoryClient brings its own sleep")
-        self._recorded = RecordedWaits()
-        super().__init__(sleep=self._recorded, **options)
-
-    @property
-    def waits(self) -> list[float]:
-        """Every delay this client asked to sleep, in order (seconds)."""
-        return self._recorded.waits
+        super().__init__(**self._with_recorded_sleep(options))
 
 
-class RecordingSyncAgentMemoryClient(SyncAgentMemoryClient):
+class RecordingSyncAgentMemoryClient(_RecordsWaits, SyncAgentMemoryClient):
     """A ``SyncAgentMemoryClient`` whose waits are recorded in ``waits`` instead of slept."""
 
     def __init__(self, **options: Any) -> None:
-        if "sleep" in options:
-            raise TypeError("RecordingSyncAgentMemoryClient brings its own sleep")
-        self._recorded = RecordedWaits()
-        super().__init__(sleep=self._recorded, **options)
-
-    @property
-    def waits(self) -> list[float]:
-        """Every delay this client asked to sleep, in order (seconds)."""
-        return self._recorded.waits
+        super().__init__(**self._with_recorded_sleep(options))

@@ -48,13 +48,14 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import pytest
 
 if TYPE_CHECKING:
+    import httpx
     from mcp import Client, StdioServerParameters
 
     from fake_lucy.testing.clients import RecordingAgentMemoryClient, RecordingSyncAgentMemoryClient
@@ -73,6 +74,9 @@ __all__ = [
     "lucy_server_client",
     "lucy_sync_client",
 ]
+
+
+_Client = TypeVar("_Client")
 
 
 def _permissions() -> tuple[str, ...]:
@@ -133,23 +137,33 @@ def fake_lucy_server(_fake_lucy_server_session: LiveServer | SharedTenant) -> Li
     return _fake_lucy_server_session
 
 
+def _dev_client(
+    client_class: Callable[..., _Client],
+    fake: InProcessFake | LiveServer | SharedTenant,
+    http_transport: httpx.AsyncBaseTransport | None = None,
+) -> _Client:
+    """An SDK client of ``client_class`` on ``fake``: dev token, read and propose permissions, client
+    name ``pytest``; ``http_transport`` is the in-process fake's (None: the network)."""
+    from lucy_memory import create_lucy_http_transport
+
+    return client_class(
+        transport=create_lucy_http_transport(
+            base_url=fake.base_url, allow_insecure_loopback=True, http_transport=http_transport
+        ),
+        token=fake.dev_token,
+        permissions=_permissions(),
+        client_name="pytest",
+    )
+
+
 @pytest.fixture
 async def lucy_client(fake_lucy: InProcessFake) -> AsyncIterator[RecordingAgentMemoryClient]:
     """An async SDK client on the in-process fake (``fake_lucy``): dev token, read and propose
     permissions; its waits are recorded in ``.waits`` and return at once."""
     # Imported here, not at the top: the plugin module stays cheap to import for every pytest run.
     from fake_lucy.testing.clients import RecordingAgentMemoryClient
-    from lucy_memory import create_lucy_http_transport
 
-    client = RecordingAgentMemoryClient(
-        transport=create_lucy_http_transport(
-            base_url=fake_lucy.base_url, allow_insecure_loopback=True, http_transport=fake_lucy.transport
-        ),
-        token=fake_lucy.dev_token,
-        permissions=_permissions(),
-        client_name="pytest",
-    )
-    async with client:
+    async with _dev_client(RecordingAgentMemoryClient, fake_lucy, fake_lucy.transport) as client:
         yield client
 
 
@@ -160,17 +174,8 @@ async def lucy_server_client(
     """An async SDK client on the real server (``fake_lucy_server``, the fake ``lucy_mcp`` uses): dev
     token, read and propose permissions; its waits are recorded in ``.waits`` and return at once."""
     from fake_lucy.testing.clients import RecordingAgentMemoryClient
-    from lucy_memory import create_lucy_http_transport
 
-    client = RecordingAgentMemoryClient(
-        transport=create_lucy_http_transport(
-            base_url=fake_lucy_server.base_url, allow_insecure_loopback=True
-        ),
-        token=fake_lucy_server.dev_token,
-        permissions=_permissions(),
-        client_name="pytest",
-    )
-    async with client:
+    async with _dev_client(RecordingAgentMemoryClient, fake_lucy_server) as client:
         yield client
 
 
@@ -179,17 +184,8 @@ def lucy_sync_client(fake_lucy_server: LiveServer | SharedTenant) -> Iterator[Re
     """A blocking SDK client (``SyncAgentMemoryClient``) on the real server (``fake_lucy_server``):
     dev token, read and propose permissions; its waits are recorded in ``.waits`` and return at once."""
     from fake_lucy.testing.clients import RecordingSyncAgentMemoryClient
-    from lucy_memory import create_lucy_http_transport
 
-    client = RecordingSyncAgentMemoryClient(
-        transport=create_lucy_http_transport(
-            base_url=fake_lucy_server.base_url, allow_insecure_loopback=True
-        ),
-        token=fake_lucy_server.dev_token,
-        permissions=_permissions(),
-        client_name="pytest",
-    )
-    with client:
+    with _dev_client(RecordingSyncAgentMemoryClient, fake_lucy_server) as client:
         yield client
 
 

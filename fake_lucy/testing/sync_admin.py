@@ -91,6 +91,8 @@ class SyncFakeAdmin:
     def reset(self) -> dict[str, Any]:
         return self._do(self._admin.reset)
 
+    # A deliberate blocking mirror of ``FakeAdmin.create_credential``: the same parameters, spelled
+    # out so that they show in editors and type checkers (tests/plugin/test_sync_admin.py holds them equal).
     def create_credential(
         self,
         tenant: str | None = None,
