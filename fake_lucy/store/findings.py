@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from fake_lucy.store.queries import Page
+from fake_lucy.store.records import record_from_row
 
 __all__ = [
     "FindingRecord",
@@ -49,17 +50,7 @@ class FindingRecord:
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> FindingRecord:
-        return cls(
-            seq=row["seq"],
-            id=row["id"],
-            tenant_id=row["tenant_id"],
-            credential_id=row["credential_id"],
-            code=row["code"],
-            subject=row["subject"],
-            request_ids=tuple(json.loads(row["request_ids"])),
-            at=row["at"],
-            detail=row["detail"],
-        )
+        return record_from_row(cls, row, request_ids=tuple(json.loads(row["request_ids"])))
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,21 +75,11 @@ class WatchRecord:
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> WatchRecord:
-        return cls(
-            credential_id=row["credential_id"],
-            kind=row["kind"],
-            subject=row["subject"],
-            tenant_id=row["tenant_id"],
-            key=row["key"],
-            body_sha256=row["body_sha256"],
+        return record_from_row(
+            cls,
+            row,
             request_ids=tuple(json.loads(row["request_ids"])),
-            status=row["status"],
-            code=row["code"],
-            retry_after=row["retry_after"],
-            answered_us=row["answered_us"],
-            clock_us=row["clock_us"],
             reported=frozenset(filter(None, row["reported"].split(","))),
-            expires_us=row["expires_us"],
         )
 
 
@@ -182,18 +163,7 @@ def poll_series(conn: sqlite3.Connection, credential_id: str, proposal_id: str) 
     ).fetchone()
     if row is None:
         return None
-    return SeriesRecord(
-        credential_id=row["credential_id"],
-        proposal_id=row["proposal_id"],
-        polls=row["polls"],
-        grew=bool(row["grew"]),
-        reported=bool(row["reported"]),
-        last_request_id=row["last_request_id"],
-        last_status=row["last_status"],
-        last_arrived_us=row["last_arrived_us"],
-        last_clock_us=row["last_clock_us"],
-        last_interval_us=row["last_interval_us"],
-    )
+    return record_from_row(SeriesRecord, row, grew=bool(row["grew"]), reported=bool(row["reported"]))
 
 
 def put_poll_series(conn: sqlite3.Connection, series: SeriesRecord, *, new: bool) -> None:

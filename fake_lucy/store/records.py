@@ -9,7 +9,26 @@ from __future__ import annotations
 
 import sqlite3
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+    R = TypeVar("R", bound=DataclassInstance)
+else:
+    R = TypeVar("R")
+
+_FIELD_NAMES: dict[type[Any], tuple[str, ...]] = {}
+
+
+def record_from_row(cls: type[R], row: sqlite3.Row, **converted: Any) -> R:
+    """A record read back: each field from the row's column of its name, but for ``converted``,
+    the fields whose stored form differs (a JSON list, a flag stored as 0 or 1), given ready."""
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in fields(cls))
+    return cls(**{name: row[name] for name in names if name not in converted}, **converted)
+
 
 __all__ = [
     "JOURNAL_COLUMNS",
@@ -71,10 +90,7 @@ class ProposalRecord:
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> ProposalRecord:
-        return cls(**{name: row[name] for name in _PROPOSAL_FIELDS})
-
-
-_PROPOSAL_FIELDS = tuple(f.name for f in fields(ProposalRecord))
+        return record_from_row(cls, row)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,10 +119,7 @@ class MemoryRecord:
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> MemoryRecord:
-        return cls(**{name: row[name] for name in _MEMORY_FIELDS})
-
-
-_MEMORY_FIELDS = tuple(f.name for f in fields(MemoryRecord))
+        return record_from_row(cls, row)
 
 
 @dataclass(slots=True)
@@ -131,10 +144,8 @@ class JournalRow:
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> JournalRow:
-        values: dict[str, Any] = {name: row[name] for name in JOURNAL_COLUMNS}
-        for flag in ("charged", "replayed", "dropped"):
-            values[flag] = bool(values[flag])
-        return cls(**values)
+        flags = ("charged", "replayed", "dropped")
+        return record_from_row(cls, row, **{flag: bool(row[flag]) for flag in flags})
 
 
 JOURNAL_COLUMNS = tuple(f.name for f in fields(JournalRow))
@@ -152,15 +163,7 @@ class LedgerRecord:
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> LedgerRecord:
-        return cls(
-            request_id=row["request_id"],
-            account_id=row["account_id"],
-            tenant_id=row["tenant_id"],
-            operation=row["operation"],
-            amount=row["amount"],
-            balance_after=row["balance_after"],
-            at=row["at"],
-        )
+        return record_from_row(cls, row)
 
 
 @dataclass(frozen=True, slots=True)
