@@ -24,7 +24,7 @@ from benchmarks.common import API, Summary, free_port, serve_fake, summarise
 from benchmarks.seeding import COMMON_TERM, RARE_TERM, Seeder, scopes
 from fake_lucy.domain import clock
 from fake_lucy.domain.principals import create_credential, scope_tag
-from fake_lucy.domain.recall import query_terms, recall
+from fake_lucy.domain.recall import prepare, query_terms, recall
 from fake_lucy.runtime import FakeLucy
 from fake_lucy.settings import FakeLucySettings
 from fake_lucy.store.tables import fts_table
@@ -62,7 +62,8 @@ def _direct(fake: FakeLucy, scope_index: int) -> tuple[Summary, int]:
         started = time.perf_counter()
         with fake.db.write() as tx:
             now = clock.format_us(clock.now_us(tx, TENANT))
-            recall(tx, tenant=TENANT, scopes=(scope,), terms=terms, kinds=None, topic=None, limit=10, now=now)
+            query = prepare(tenant=TENANT, scopes=(scope,), terms=terms, kinds=None, topic=None, limit=10)
+            recall(tx, query, now=now)
         samples.append((time.perf_counter() - started) * 1000)
     return summarise(samples), int(matches)
 

@@ -290,19 +290,14 @@ def answer(ranked: Ranked, now: str) -> list[dict[str, Any]]:
 
 def recall(
     conn: sqlite3.Connection,
+    query: RecallQuery | None,
     *,
-    tenant: str,
-    scopes: Sequence[Scope],
-    terms: Sequence[str],
-    kinds: Sequence[str] | None,
-    topic: str | None,
-    limit: int,
     now: str,
     cache: RecallCache | None = None,
     index_epoch: int = 0,
 ) -> list[dict[str, Any]]:
-    """Rank and stamp in the caller's one (write) transaction; ``index_epoch`` read in it."""
-    query = prepare(tenant=tenant, scopes=scopes, terms=terms, kinds=kinds, topic=topic, limit=limit)
+    """Rank (``prepare``'s query) and stamp in the caller's one (write) transaction;
+    ``index_epoch`` read in it."""
     if query is None:
         return []
     ranked = None if cache is None else cache.get(index_epoch, query.key)

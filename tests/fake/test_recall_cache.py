@@ -15,7 +15,7 @@ import pytest
 from fake_lucy.domain import clock, server_state
 from fake_lucy.domain.lifecycle import VersionContent, create_memory
 from fake_lucy.domain.principals import Scope
-from fake_lucy.domain.recall import RecallCache, answer_bytes, query_terms
+from fake_lucy.domain.recall import RecallCache, answer_bytes, prepare, query_terms
 from fake_lucy.domain.recall import recall as domain_recall
 from fake_lucy.testing import InProcessFake
 from tests.helpers import PROJECT, approved_memory, proposal_body, propose, recall
@@ -276,14 +276,17 @@ def test_an_answer_shares_nothing_with_the_cache(fake) -> None:
     def answer() -> list[dict[str, Any]]:
         with db.write() as conn:
             tx = server_state.in_transaction(conn, "tenant_dev", "acct_dev")
-            return domain_recall(
-                conn,
+            query = prepare(
                 tenant="tenant_dev",
                 scopes=(Scope("project", "project_example"),),
                 terms=query_terms(QUERY, fake.fake.stop_words),
                 kinds=None,
                 topic=None,
                 limit=10,
+            )
+            return domain_recall(
+                conn,
+                query,
                 now=clock.format_us(tx.now_us),
                 cache=cache,
                 index_epoch=tx.index_epoch,
