@@ -50,6 +50,9 @@ class Tenant(SQLModel, table=True):
 
 
 class Account(SQLModel, table=True):
+    """A credit account of a tenant: its balance, which every charge and admin set changes
+    together with a ``ledger`` row."""
+
     __tablename__ = "accounts"
     id: str = Field(primary_key=True)
     tenant_id: str = Field(index=True)
@@ -57,6 +60,9 @@ class Account(SQLModel, table=True):
 
 
 class Credential(SQLModel, table=True):
+    """A v1 bearer credential: the token only as its SHA-256, what it may do and see, and the
+    account it charges."""
+
     __tablename__ = "credentials"
     id: str = Field(primary_key=True)
     token_sha256: str = Field(unique=True)
@@ -69,21 +75,35 @@ class Credential(SQLModel, table=True):
     revoked: bool = False
 
 
-class VersionColumns(SQLModel):
-    """What one version of a memory says: the head (``memories``, the current version) and
-    every version (``memory_versions``) both hold these."""
+class ContentColumns(SQLModel):
+    """What a memory says: a proposal proposes it, a version of a memory holds it."""
 
     kind: str
     topic: str | None = None
     content: str
     importance: int
+
+
+class VersionColumns(ContentColumns):
+    """One version of a memory: the head (``memories``, the current version) and every version
+    (``memory_versions``) both hold these."""
+
     status: str
     source: str | None = None
     updated_at: str
     approved_at: str
 
 
-class Memory(VersionColumns, table=True):
+class Keyed(SQLModel):
+    """The keys of a memory head and of a proposal: ``seq`` the order of creation (and a memory's
+    full-text rowid), ``id`` the public id, and the tenant it belongs to."""
+
+    seq: int | None = Field(default=None, primary_key=True)
+    id: str = Field(unique=True)
+    tenant_id: str = Field(index=True)
+
+
+class Memory(Keyed, VersionColumns, table=True):
     """The head of a memory: its current version's fields. ``seq`` is the full-text rowid."""
 
     __tablename__ = "memories"
@@ -98,9 +118,6 @@ class Memory(VersionColumns, table=True):
             sqlite_where=text("status = 'active' AND topic IS NOT NULL"),
         ),
     )
-    seq: int | None = Field(default=None, primary_key=True)
-    id: str = Field(unique=True)
-    tenant_id: str = Field(index=True)
     scope_kind: str
     scope_id: str
     version: int
@@ -121,27 +138,25 @@ class MemoryAccess(SQLModel, table=True):
 
 
 class MemoryVersion(VersionColumns, table=True):
+    """Every version of every memory, the current one too (the head repeats it)."""
+
     __tablename__ = "memory_versions"
     memory_id: str = Field(primary_key=True)
     version: int = Field(primary_key=True)
 
 
-class Proposal(SQLModel, table=True):
+class Proposal(ContentColumns, Keyed, table=True):
+    """A proposal and its decision; indexed for the expiry sweep (pending past ``expires_at``),
+    the replacements of a memory (``target_key``) and a tenant's listings."""
+
     __tablename__ = "proposals"
     __table_args__ = (
         Index("proposals_pending_expiry", "status", "expires_at"),
         Index("proposals_target", "target_key", "status"),
     )
-    seq: int | None = Field(default=None, primary_key=True)
-    id: str = Field(unique=True)
-    tenant_id: str = Field(index=True)
     account_id: str
     credential_id: str
     status: str
-    kind: str
-    topic: str | None = None
-    content: str
-    importance: int
     scope_kind: str
     scope_id: str
     justification: str | None = None
@@ -160,6 +175,9 @@ class Proposal(SQLModel, table=True):
 
 
 class IdempotencyRecord(SQLModel, table=True):
+    """A propose's Idempotency-Key within its account: the body's hash and the stored answer
+    (``done``), or a request still running (``in_flight``) — SPEC 2.3."""
+
     __tablename__ = "idempotency_records"
     account_id: str = Field(primary_key=True)
     key: str = Field(primary_key=True)
@@ -181,20 +199,24 @@ class Fault(SQLModel, table=True):
     __tablename__ = "faults"
     seq: int | None = Field(default=None, primary_key=True)
     id: str = Field(unique=True)
+    remaining: int  # how many more requests it fires on
+    # which requests it matches, and at which step
     tenant_id: str | None = None
+    credential_id: str | None = None
     operation: str
+    phase: str
+    # what it answers them: a status and code (and Retry-After), a drop, a delay or a hold
     status: int
     code: str
     retry_after: int | None = None
-    remaining: int
-    phase: str
     drop_connection: bool = False
     delay_ms: int | None = None
     hold_ms: int | None = None
-    credential_id: str | None = None
 
 
 class RateBucket(SQLModel, table=True):
+    """A credential's token bucket for its rate limit (the tokens left at ``updated_us``)."""
+
     __tablename__ = "rate_buckets"
     credential_id: str = Field(primary_key=True)
     tokens: float
