@@ -346,13 +346,16 @@ def _scope(item: dict[str, Any]) -> str:
 # -- the commands -------------------------------------------------------------------------------
 
 
+def _about(item: dict[str, Any]) -> dict[str, str]:
+    """The cells of what a proposal or a memory is about: its kind, scope and topic."""
+    return {"KIND": _cell(item["kind"]), "SCOPE": _cell(_scope(item), 30), "TOPIC": _cell(item["topic"], 20)}
+
+
 def _proposal_row(p: dict[str, Any]) -> dict[str, str]:
     return {
         "ID": p["id"],
         "STATUS": p["status"],
-        "KIND": _cell(p["kind"]),
-        "SCOPE": _cell(_scope(p), 30),
-        "TOPIC": _cell(p["topic"], 20),
+        **_about(p),
         "CREATED": _when(p["created_at"]),
         "CONTENT": _cell(p["content"], CONTENT_WIDTH),
     }
@@ -390,9 +393,7 @@ def _memory_row(m: dict[str, Any]) -> dict[str, str]:
         "ID": m["id"],
         "V": str(m["version"]),
         "STATUS": m["status"],
-        "KIND": _cell(m["kind"]),
-        "SCOPE": _cell(_scope(m), 30),
-        "TOPIC": _cell(m["topic"], 20),
+        **_about(m),
         "CONTENT": _cell(m["content"], CONTENT_WIDTH),
     }
 
