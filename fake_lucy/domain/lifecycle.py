@@ -12,6 +12,7 @@ Every function runs inside the caller's write transaction and either completes o
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
 from dataclasses import dataclass
@@ -239,11 +240,12 @@ def create_proposal(
         status, reason, decided_at = "rejected", "secret_detected", now
         target_key = None
     proposal_id = ids.new(conn, "prop")
-    conn.execute(
+    row = conn.execute(
         "INSERT INTO proposals (id, tenant_id, account_id, credential_id, status, kind, topic,"
         " content, importance, scope_kind, scope_id, justification, replaces_memory_id,"
         " replaces_version, reason, source, created_at, updated_at, expires_at, decided_at,"
-        " target_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " target_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        " RETURNING *",  # the row as stored (its defaults too): no read back
         (
             proposal_id,
             principal.tenant_id,
@@ -267,8 +269,8 @@ def create_proposal(
             decided_at,
             target_key,
         ),
-    )
-    record = load_proposal(conn, proposal_id)
+    ).fetchone()
+    record = ProposalRecord.from_row(row)
     created = {
         "proposal_id": proposal_id,
         "status": status,
@@ -285,7 +287,9 @@ def create_proposal(
     return record
 
 
+@functools.lru_cache(maxsize=256)
 def _auto_approves(policy_json: str, kind: str) -> bool:
+    """Whether the tenant's auto-approve policy (its stored JSON) approves this kind at once."""
     policy = json.loads(policy_json)
     if policy == "all":
         return True
