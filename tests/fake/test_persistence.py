@@ -265,3 +265,37 @@ async def test_a_database_with_one_index_for_every_tenant_is_split_per_tenant_at
     assert rows == (5,)
     conn.close()
     await second.aclose()
+
+
+async def test_an_older_file_drops_the_ledger_account_index_and_keeps_one_id_per_event(
+    tmp_path,
+) -> None:
+    database = tmp_path / "older.sqlite3"
+    first = InProcessFake(database)
+    await first.aclose()
+    conn = sqlite3.connect(database)  # as written before: an account index, AUTOINCREMENT event ids
+    conn.execute("CREATE INDEX ix_ledger_account_id ON ledger (account_id)")
+    conn.execute("DROP TABLE events")
+    conn.execute(
+        "CREATE TABLE events (seq INTEGER NOT NULL PRIMARY KEY AUTOINCREMENT, type VARCHAR NOT NULL,"
+        " tenant_id VARCHAR, at VARCHAR NOT NULL, data VARCHAR NOT NULL)"
+    )
+    conn.execute("INSERT INTO events (type, tenant_id, at, data) VALUES ('reset', NULL, 't', '{}')")
+    conn.commit()
+    conn.close()
+    second = InProcessFake(database)
+    try:
+        indexes = {
+            row[0]
+            for row in second.fake.db.conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")
+        }
+        assert "ix_ledger_account_id" not in indexes
+        async with second.admin.watch(after=0) as stream:
+            async with second.client() as client:
+                assert (await recall(client, "anything")).status_code == 200
+            request = await stream.wait_for("request", timeout=2)
+        assert [e.id for e in stream.seen] == [1, 2, 3], "the older row's id and then the request's two"
+        assert request.id == 3
+        assert [row["operation"] for row in await second.admin.ledger(account="acct_dev")][-1:] == ["recall"]
+    finally:
+        await second.aclose()
