@@ -22,7 +22,7 @@ from typing import Any
 
 from fake_lucy.domain.principals import Scope, scope_tag
 from fake_lucy.domain.records import memory_row_dict
-from fake_lucy.store.records import MEMORY_COLUMNS
+from fake_lucy.store.records import RANKED_MEMORY_COLUMNS
 from fake_lucy.store.tables import fts_table
 
 __all__ = [
@@ -96,7 +96,7 @@ def _full_rows(conn: sqlite3.Connection, tenant: str, seqs: Sequence[int]) -> di
         row["seq"]: row
         for row in conn.execute(
             # NOT INDEXED: rowid lookups, never a walk of the tenant's index (ix_memories_tenant_id)
-            f"SELECT {MEMORY_COLUMNS} FROM memories m NOT INDEXED"  # noqa: S608 - constant columns and placeholders
+            f"SELECT {RANKED_MEMORY_COLUMNS} FROM memories m NOT INDEXED"  # noqa: S608 - constant columns and placeholders
             f" WHERE m.seq IN ({placeholders}) AND m.tenant_id = ? AND m.status = 'active'",
             [*seqs, tenant],
         )
@@ -197,7 +197,7 @@ def _rank(
         scored = [(score, rows[row[0]]) for score, row in candidates]
     else:
         sql = (
-            f"SELECT {MEMORY_COLUMNS}, bm25({fts}, {_WEIGHTS}) AS rank FROM {fts}"  # noqa: S608 - constant parts and a digest name; values are bound
+            f"SELECT {RANKED_MEMORY_COLUMNS}, bm25({fts}, {_WEIGHTS}) AS rank FROM {fts}"  # noqa: S608 - constant parts and a digest name; values are bound
             f" JOIN memories m ON m.seq = {fts}.rowid"
             f" WHERE {fts} MATCH ? AND m.tenant_id = ? AND m.status = 'active'"
         )

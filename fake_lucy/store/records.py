@@ -36,6 +36,7 @@ __all__ = [
     "JOURNAL_COLUMNS",
     "LAST_ACCESSED_AT",
     "MEMORY_COLUMNS",
+    "RANKED_MEMORY_COLUMNS",
     "VERSION_COLUMNS",
     "JournalRow",
     "LedgerRecord",
@@ -46,12 +47,15 @@ __all__ = [
 
 # ``memories m``'s access time, kept in its own narrow table (see ``store.tables.MemoryAccess``).
 LAST_ACCESSED_AT = "(SELECT a.last_accessed_at FROM memory_access a WHERE a.seq = m.seq) AS last_accessed_at"
-# The columns of ``MemoryRecord`` read from a memory's head (``memories m``).
-MEMORY_COLUMNS = (
+_HEAD_COLUMNS = (
     "m.seq, m.id, m.tenant_id, m.scope_kind, m.scope_id, m.version, m.kind, m.topic, m.content,"
-    " m.importance, m.status, m.source, m.created_at, m.updated_at, m.approved_at,"
-    f" {LAST_ACCESSED_AT}"
+    " m.importance, m.status, m.source, m.created_at, m.updated_at, m.approved_at"
 )
+# The columns of ``MemoryRecord`` read from a memory's head (``memories m``).
+MEMORY_COLUMNS = f"{_HEAD_COLUMNS}, {LAST_ACCESSED_AT}"
+# The same for a memory a recall ranks: its answer carries the recall's own time as the access
+# time (it is stamped after the ranking), so the stored one is not read (one lookup a memory less).
+RANKED_MEMORY_COLUMNS = f"{_HEAD_COLUMNS}, NULL AS last_accessed_at"
 # The columns of ``MemoryRecord`` read from one version (``memory_versions v``) of a memory ``m``.
 VERSION_COLUMNS = (
     f"m.seq, m.id, m.tenant_id, m.scope_kind, m.scope_id, m.created_at, {LAST_ACCESSED_AT},"
