@@ -72,7 +72,7 @@ MAX_CHAIN = 20  # the attempts of one key remembered (too_many_retries is record
 _RETRYABLE_CONFLICT = "idempotency_key_in_use"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: one per v1 request, and a frozen one costs ~2 µs more to build
 class Observation:
     """One journaled v1 request and its answer.
 

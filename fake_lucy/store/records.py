@@ -27,8 +27,8 @@ def record_from_row(cls: type[R], row: sqlite3.Row, **converted: Any) -> R:
     names = _FIELD_NAMES.get(cls)
     if names is None:
         names = _FIELD_NAMES[cls] = tuple(f.name for f in fields(cls))
-    if not converted:  # the common case, on the hot path (a status call reads its proposal)
-        return cls(**{name: row[name] for name in names})
+    if not converted:  # the common case, on the hot path (a status call reads its proposal):
+        return cls(*[row[name] for name in names])  # positional: half the cost of keywords
     return cls(**{name: row[name] for name in names if name not in converted}, **converted)
 
 
