@@ -66,7 +66,7 @@ PROFILES = {
     "fast": FuzzProfile(
         "fast",
         max_examples=5,
-        stateful_examples=10,
+        stateful_examples=15,
         stateful_steps=6,
         seed=20_240_607,
         snapshot_coverage=False,
