@@ -4,7 +4,7 @@
 # While developing:
 #   make test-fast   the suite without the tests marked slow (those that start processes of
 #                    their own: fake-lucy serve, lucy-memory-mcp, pytest, a fresh virtual environment)
-#   make fuzz        the schemathesis runs of tests/contract with the deep profile
+#   make fuzz        the schemathesis runs and the validators' agreement of tests/contract, deep profile
 #   make example     the README's SDK example (docs/sdk_example.py) against a running `make serve`
 SHELL := /bin/bash
 PYTHON ?= python3
@@ -51,7 +51,8 @@ test: lint typecheck pytest
 test-fast: lint typecheck
 	$(PYTEST) -m "not slow"
 
-# schemathesis over both OpenAPI documents with many more examples (make test runs the fast profile);
+# schemathesis over both OpenAPI documents, and the compiled check against jsonschema, with many more
+# examples and put_snapshot's coverage phase (make test runs the fast profile);
 # LUCY_FUZZ_SEED=<n> replays a run, its seed is printed in the summary
 fuzz: sync
 	LUCY_FUZZ_PROFILE=deep $(RUN) pytest -W error tests/contract -p no:randomly

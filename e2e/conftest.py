@@ -20,6 +20,7 @@ from mcp import Client, StdioServerParameters
 from mcp.types import Implementation
 
 from fake_lucy.testing import FakeAdmin, ServeProcess
+from fake_lucy.testing.tls import shared_tls_context
 
 PROJECT = {"kind": "project", "id": "project_example"}
 HERE = Path(__file__).parent
@@ -45,7 +46,9 @@ class RunningFake:
 
     def admin_client(self) -> httpx.AsyncClient:
         return httpx.AsyncClient(
-            base_url=self.base_url, headers={"Authorization": f"Bearer {self.admin_token}"}
+            base_url=self.base_url,
+            headers={"Authorization": f"Bearer {self.admin_token}"},
+            verify=shared_tls_context(),
         )
 
     @property

@@ -15,6 +15,7 @@ import pytest
 from fake_lucy import cli
 from fake_lucy.operator_cli import UsageError, parse_duration
 from fake_lucy.testing import LiveServer, ServeProcess
+from fake_lucy.testing.tls import shared_tls_context
 from tests.helpers import V1, proposal_body
 
 pytestmark = pytest.mark.slow
@@ -31,6 +32,7 @@ def propose(server: LiveServer, content: str = "We deploy on Tuesdays.") -> dict
         server.base_url + V1 + "/proposals",
         json=proposal_body(content),
         headers={"Authorization": f"Bearer {server.dev_token}", "Idempotency-Key": uuid.uuid4().hex},
+        verify=shared_tls_context(),
     )
     assert response.status_code == 201, response.text
     proposal: dict[str, Any] = response.json()["proposal"]
@@ -42,6 +44,7 @@ def control(server: LiveServer, method: str, path: str, **kwargs: Any) -> Any:
         method,
         server.base_url + "/_fake" + path,
         headers={"Authorization": f"Bearer {server.admin_token}"},
+        verify=shared_tls_context(),
         **kwargs,
     )
     response.raise_for_status()
@@ -285,6 +288,7 @@ def recall(server: LiveServer, token: str, **headers: str) -> httpx.Response:
         server.base_url + V1 + "/recall",
         json={"query": "tuesday"},
         headers={"Authorization": f"Bearer {token}", **headers},
+        verify=shared_tls_context(),
     )
 
 

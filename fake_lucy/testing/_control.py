@@ -19,6 +19,7 @@ from fake_lucy.domain.records import journal_dict
 from fake_lucy.runtime import FakeLucy
 from fake_lucy.store.queries import JournalFilter
 from fake_lucy.testing.fakes import InProcessFake
+from fake_lucy.testing.tls import shared_tls_context
 
 __all__ = ["Baseline", "Control", "for_fixture_value"]
 
@@ -127,7 +128,10 @@ class HttpControl(Control):
 
     def _call(self, method: str, path: str, **options: Any) -> Any:
         with httpx.Client(
-            base_url=self.base_url, headers={"Authorization": f"Bearer {self.admin_token}"}, timeout=30
+            base_url=self.base_url,
+            headers={"Authorization": f"Bearer {self.admin_token}"},
+            timeout=30,
+            verify=shared_tls_context(),
         ) as http:
             response = http.request(method, "/_fake" + path, **options)
         if response.status_code >= 400:

@@ -23,6 +23,7 @@ from fake_lucy.runtime import FakeLucy
 from fake_lucy.settings import FakeLucySettings
 from fake_lucy.testing.admin import FakeAdmin
 from fake_lucy.testing.sync_admin import SyncFakeAdmin
+from fake_lucy.testing.tls import shared_tls_context
 from fake_lucy.testing.transport import InProcessTransport
 
 __all__ = ["STARTUP_LIMIT", "InProcessFake", "LiveServer", "ServeProcess"]
@@ -49,6 +50,7 @@ class _Shape:
         headers = dict(kwargs.pop("headers", {}))
         if token is not None:
             headers["Authorization"] = f"Bearer {token}"
+        kwargs.setdefault("verify", shared_tls_context())
         return httpx.AsyncClient(
             base_url=self.base_url, transport=self._transport(), headers=headers, **kwargs
         )
@@ -122,6 +124,7 @@ class LiveServer(_Shape):
         response = httpx.post(
             self.base_url + "/_fake/reset",
             headers={"Authorization": f"Bearer {self.admin_token}"},
+            verify=shared_tls_context(),
         )
         response.raise_for_status()
         return float(response.json()["took_ms"])
@@ -205,7 +208,10 @@ class ServeProcess(_Shape):
     def healthy(self) -> bool:
         """Whether ``/healthz`` answers 200 now."""
         with contextlib.suppress(httpx.TransportError):
-            return httpx.get(self.base_url + "/healthz", timeout=5).status_code == 200
+            return (
+                httpx.get(self.base_url + "/healthz", timeout=5, verify=shared_tls_context()).status_code
+                == 200
+            )
         return False
 
     def wait_ready(self, timeout: float = STARTUP_LIMIT) -> None:

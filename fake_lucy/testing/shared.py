@@ -26,6 +26,7 @@ from fake_lucy.domain.seed import DEFAULT_ADMIN_TOKEN
 from fake_lucy.testing.admin import FakeAdmin
 from fake_lucy.testing.fakes import _Shape
 from fake_lucy.testing.sync_admin import SyncFakeAdmin
+from fake_lucy.testing.tls import shared_tls_context
 
 __all__ = ["ADMIN_TOKEN_VARIABLE", "SharedFakeError", "SharedTenant", "server_admin_token"]
 
@@ -85,6 +86,7 @@ class SharedTenant(_Shape):
                 json=body,
                 headers={"Authorization": f"Bearer {admin_token}"},
                 timeout=_TIMEOUT,
+                verify=shared_tls_context(),
             )
         except httpx.TransportError as exc:
             raise SharedFakeError(f"the shared fake at {base_url} cannot be reached: {exc}") from None
@@ -100,6 +102,7 @@ class SharedTenant(_Shape):
             self.base_url + "/_fake" + path,
             headers={"Authorization": f"Bearer {self.admin_token}"},
             timeout=_TIMEOUT,
+            verify=shared_tls_context(),
         )
         if response.status_code >= 400:
             raise SharedFakeError(f"{method} /_fake{path} on the shared fake: {_problem(response)}")

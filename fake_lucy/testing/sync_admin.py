@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 import httpx
 
 from fake_lucy.testing.admin import AdminEvent, FakeAdmin
+from fake_lucy.testing.tls import shared_tls_context
 from lucy_memory._contract import PERMISSIONS
 
 __all__ = ["SyncFakeAdmin"]
@@ -32,7 +33,7 @@ class _BlockingTransport(httpx.AsyncBaseTransport):
     """An async transport whose requests complete on a blocking connection without suspending."""
 
     def __init__(self) -> None:
-        self._transport = httpx.HTTPTransport()
+        self._transport = httpx.HTTPTransport(verify=shared_tls_context())
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         blocking = httpx.Request(request.method, request.url, headers=request.headers, content=request.read())

@@ -25,6 +25,7 @@ from fake_lucy.domain import sessions
 from fake_lucy.store.connection import Database
 from fake_lucy.testing import LiveServer
 from fake_lucy.testing.pytest_plugin import lucy_mcp_parameters
+from fake_lucy.testing.tls import shared_tls_context
 from tests.console.conftest import ENABLE, chromium_path
 from tests.helpers import V1, proposal_body
 
@@ -36,11 +37,19 @@ pytestmark = pytest.mark.slow
 
 
 def v1(server: LiveServer) -> httpx.Client:
-    return httpx.Client(base_url=server.base_url, headers={"Authorization": f"Bearer {server.dev_token}"})
+    return httpx.Client(
+        base_url=server.base_url,
+        headers={"Authorization": f"Bearer {server.dev_token}"},
+        verify=shared_tls_context(),
+    )
 
 
 def control(server: LiveServer) -> httpx.Client:
-    return httpx.Client(base_url=server.base_url, headers={"Authorization": f"Bearer {server.admin_token}"})
+    return httpx.Client(
+        base_url=server.base_url,
+        headers={"Authorization": f"Bearer {server.admin_token}"},
+        verify=shared_tls_context(),
+    )
 
 
 def propose(server: LiveServer, body: dict[str, Any] | None = None, **headers: str) -> dict[str, Any]:

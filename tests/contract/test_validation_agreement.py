@@ -28,6 +28,7 @@ from lucy_memory._contract.validation import (
     ecma_pattern,
     schema_validator,
 )
+from tests.contract.fuzzing import PROFILE
 
 SCHEMAS = sorted(schema_names())
 MAX_DRAWN = 40  # long strings come from the near misses, not from drawing every length
@@ -172,15 +173,19 @@ RESPONSES = [name for name in SCHEMAS if name not in REQUESTS]
 _SETTINGS = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow, HealthCheck.filter_too_much]}
 
 
+# How many: the fuzzing profile's (tests/contract/fuzzing.py; ``make fuzz`` draws many more).
+REQUEST_EXAMPLES, RESPONSE_EXAMPLES = PROFILE.agreement_examples
+
+
 @pytest.mark.parametrize("name", REQUESTS)
-@settings(max_examples=80, **_SETTINGS)  # type: ignore[arg-type]
+@settings(max_examples=REQUEST_EXAMPLES, **_SETTINGS)  # type: ignore[arg-type]
 @given(data=st.data())
 def test_the_two_validators_agree_on_requests(name: str, data: st.DataObject) -> None:
     _draw_and_compare(name, data)
 
 
 @pytest.mark.parametrize("name", RESPONSES)
-@settings(max_examples=12, **_SETTINGS)  # type: ignore[arg-type]
+@settings(max_examples=RESPONSE_EXAMPLES, **_SETTINGS)  # type: ignore[arg-type]
 @given(data=st.data())
 def test_the_two_validators_agree_on_responses(name: str, data: st.DataObject) -> None:
     _draw_and_compare(name, data)

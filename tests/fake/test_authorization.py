@@ -8,6 +8,7 @@ import pytest
 
 from fake_lucy.settings import FakeLucySettings
 from fake_lucy.testing import LiveServer
+from fake_lucy.testing.tls import shared_tls_context
 from tests.helpers import V1
 
 # (method, path, the token that surface accepts)
@@ -30,6 +31,7 @@ def _send(server: LiveServer, method: str, path: str, authorization: list[str]) 
         server.base_url + path,
         headers=headers,
         json=body if method == "POST" else None,
+        verify=shared_tls_context(),
     )
 
 
@@ -68,7 +70,11 @@ def test_a_malformed_authorization_header_is_401_on_every_surface(live, method, 
 
 def test_a_non_ascii_byte_inside_the_token_is_401_on_the_control_api(live) -> None:
     authorization = f"Bearer {live.admin_token}é".encode("latin-1")
-    response = httpx.get(live.base_url + "/_fake/clock", headers=[(b"Authorization", authorization)])
+    response = httpx.get(
+        live.base_url + "/_fake/clock",
+        headers=[(b"Authorization", authorization)],
+        verify=shared_tls_context(),
+    )
     _assert_unauthenticated(response)
 
 

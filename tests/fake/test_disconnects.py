@@ -13,6 +13,7 @@ import pytest
 
 from fake_lucy.testing import LiveServer
 from fake_lucy.testing.fakes import ServeProcess
+from fake_lucy.testing.tls import shared_tls_context
 from tests.helpers import V1
 
 ADMIN = {"Authorization": "Bearer fake-admin-token"}
@@ -40,7 +41,7 @@ def _send_truncated(port: int, method: str, path: str, token: str) -> None:
 
 
 def _state(base_url: str) -> dict[str, object]:
-    with httpx.Client(base_url=base_url, headers=ADMIN) as admin:
+    with httpx.Client(base_url=base_url, headers=ADMIN, verify=shared_tls_context()) as admin:
         return {
             "journal": admin.get("/_fake/requests").json()["items"],
             "ledger": admin.get("/_fake/ledger").json()["items"],

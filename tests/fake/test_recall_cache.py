@@ -6,7 +6,9 @@ and every change to the recallable memories is seen by the very next recall.
 from __future__ import annotations
 
 import ast
+import io
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -215,6 +217,24 @@ def test_the_cache_is_bounded_in_bytes_too() -> None:
     assert (len(cache), cache.bytes) == (0, 0)
 
 
+def _source_segments(source: str) -> Callable[[ast.FunctionDef], str]:
+    """``ast.get_source_segment(source, node)``, with the source split into lines once for all the
+    nodes of a file (``get_source_segment`` splits it again for every node)."""
+    lines = [line.encode() for line in io.StringIO(source, newline="").readlines()]
+
+    def segment(node: ast.FunctionDef) -> str:
+        assert node.end_lineno is not None
+        assert node.end_col_offset is not None
+        first, last = node.lineno - 1, node.end_lineno - 1
+        if first == last:
+            return lines[first][node.col_offset : node.end_col_offset].decode()
+        return b"".join(
+            [lines[first][node.col_offset :], *lines[first + 1 : last], lines[last][: node.end_col_offset]]
+        ).decode()
+
+    return segment
+
+
 def test_every_write_to_the_index_changes_the_epoch() -> None:
     """The cache is only as good as this: the tenants' full-text indexes (``fts_table``) are written
     in three lifecycle helpers, which change the epoch, and nowhere else in the fake but the
@@ -224,10 +244,11 @@ def test_every_write_to_the_index_changes_the_epoch() -> None:
     found_in: set[tuple[str, str]] = set()
     for path in root.rglob("*.py"):
         source = path.read_text()
+        segment = _source_segments(source)
         for function in ast.walk(ast.parse(source)):
             if not isinstance(function, ast.FunctionDef):
                 continue
-            body = ast.get_source_segment(source, function) or ""
+            body = segment(function)
             names_an_index = "fts_table(" in body or "LEGACY_FTS_TABLE" in body
             texts = [
                 node.value

@@ -47,8 +47,10 @@ class Watcher(threading.Thread):
                 self.broken.append(f"{exc!r} in {len(text)} characters")
 
 
-async def _load(server: ServeProcess, proposed: list[str], sent: threading.Event) -> None:
-    """Proposals from several connections until the server goes away; signals ``sent`` after 30."""
+async def _load(server: ServeProcess, proposed: list[str], sent: threading.Event, watcher: Watcher) -> None:
+    """Proposals from several connections until the server goes away; after 30 the watcher starts
+    and the server gets SIGTERM (it writes the file only once signalled: reading it before would
+    only spend the CPU the load needs)."""
 
     async def worker() -> None:
         async with server.client(timeout=30) as http:
@@ -71,6 +73,7 @@ async def _load(server: ServeProcess, proposed: list[str], sent: threading.Event
         for _ in range(CONCURRENCY):
             group.start_soon(worker)
         await anyio.to_thread.run_sync(sent.wait)
+        watcher.start()
         server.process.send_signal(signal.SIGTERM)
 
 
@@ -83,11 +86,10 @@ async def test_export_on_exit_under_load_is_never_partial_and_import_restores_it
     assert _tenant(json.loads(export.read_text(encoding="utf-8")))["proposals"] == []
 
     watcher = Watcher(export)
-    watcher.start()
     server = ServeProcess(args)
     server.wait_ready()
     proposed: list[str] = []
-    await _load(server, proposed, threading.Event())
+    await _load(server, proposed, threading.Event(), watcher)
     _, err = server.process.communicate(timeout=60)
     watcher.stop.set()
     watcher.join()

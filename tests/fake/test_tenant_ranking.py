@@ -3,7 +3,9 @@ scores, order, which memories fit the limit — do not change whatever other ten
 
 from __future__ import annotations
 
+import json
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -13,6 +15,7 @@ from hypothesis import strategies as st
 
 from fake_lucy.domain.recall import RecallCache
 from fake_lucy.testing import InProcessFake
+from lucy_memory._contract import PERMISSIONS
 from tests.helpers import PROJECT, WORKSPACE, proposal_body, propose, recall
 
 pytestmark = pytest.mark.anyio
@@ -44,14 +47,6 @@ async def answer(
     return memories
 
 
-async def approving_tenant(admin: Any, name: str) -> str:
-    """A tenant whose policy approves every proposal; returns its credential's token."""
-    created = await admin.create_credential(name, scopes=SCOPES)
-    await admin.set_policy(name, auto_approve="all")
-    token: str = created["token"]
-    return token
-
-
 async def test_a_memorys_score_and_place_do_not_move_when_another_tenant_stores_the_same_word(
     fake, admin
 ) -> None:
@@ -77,6 +72,36 @@ async def test_a_memorys_score_and_place_do_not_move_when_another_tenant_stores_
     assert after == before  # every score, the order, the access times (the clock did not move)
 
 
+# The property's three tenants, each with a policy that approves every proposal and one credential,
+# are in the seed of a fake of this module's own: the reset before each example restores them, with
+# no control request (six of them per example, a third of its time, when each example made them).
+TENANTS = ("tenant_a", "tenant_b", "tenant_c")
+RANKING_SEED = {
+    "tenants": [{"id": name, "policy": {"auto_approve": "all"}} for name in TENANTS],
+    "credentials": [
+        {
+            "token": f"ranking-token-{name}",
+            "tenant": name,
+            "account": f"acct_{name}",
+            "user": f"usr_{name}",
+            "permissions": list(PERMISSIONS),
+            "scopes": SCOPES,
+        }
+        for name in TENANTS
+    ],
+}
+
+
+@pytest.fixture(scope="module")
+def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessFake]:
+    directory = tmp_path_factory.mktemp("ranking")
+    seed = directory / "seed.json"
+    seed.write_text(json.dumps(RANKING_SEED), encoding="utf-8")
+    fake = InProcessFake(directory / "fake-lucy.sqlite3", seed=seed)
+    yield fake
+    fake.fake.close()
+
+
 settings_for_ranking = settings(
     max_examples=200,
     deadline=None,
@@ -97,18 +122,16 @@ OTHERS = st.lists(
     others=OTHERS,
 )
 async def test_what_other_tenants_store_between_two_recalls_never_changes_the_answer(
-    fake, admin, own, query, limit, others
+    seeded, own, query, limit, others
 ) -> None:
-    fake.reset()
-    await admin.set_clock(frozen=True)  # identical access times, so whole answers compare
-    mine = await approving_tenant(admin, "tenant_a")
-    other_tokens = [await approving_tenant(admin, name) for name in ("tenant_b", "tenant_c")]
-    async with fake.client(mine) as client:
+    seeded.reset()
+    await seeded.admin.set_clock(frozen=True)  # identical access times, so whole answers compare
+    mine, *theirs = (seeded.client(f"ranking-token-{name}") for name in TENANTS)
+    async with mine as client, theirs[0] as first, theirs[1] as second:
         for n, text in enumerate(own):
             await store(client, f"{text} ({n})", SCOPES[n % 2])
-        before = await answer(fake, client, query, limit)
+        before = await answer(seeded, client, query, limit)
         for which, scope, text in others:
-            async with fake.client(other_tokens[which]) as other:
-                await store(other, text, scope)
-        after = await answer(fake, client, query, limit)
+            await store((first, second)[which], text, scope)
+        after = await answer(seeded, client, query, limit)
     assert after == before

@@ -16,6 +16,7 @@ import pytest
 
 from fake_lucy.testing import FakeAdmin, ServeProcess
 from fake_lucy.testing.admin import EventWatch
+from fake_lucy.testing.tls import shared_tls_context
 from tests.conftest import HOOKS
 from tests.fake.test_billing import assert_parallel_spending_stops_at_zero
 from tests.fake.test_idempotency import assert_in_flight_conflict, assert_one_key_under_concurrency
@@ -89,7 +90,7 @@ def both_workers_answer(server: ServeProcess) -> Callable[[], bool]:
     seen: set[int] = set()
 
     def check() -> bool:
-        with httpx.Client(base_url=server.base_url) as client:
+        with httpx.Client(base_url=server.base_url, verify=shared_tls_context()) as client:
             before = connections_by_pid(server)
             if client.get("/healthz").status_code == 200:
                 seen.update(pid for inode, pid in connections_by_pid(server).items() if inode not in before)
@@ -111,6 +112,7 @@ def served(_two_workers: ServeProcess) -> ServeProcess:
     response = httpx.post(
         _two_workers.base_url + "/_fake/reset",
         headers={"Authorization": f"Bearer {_two_workers.admin_token}"},
+        verify=shared_tls_context(),
     )
     response.raise_for_status()
     return _two_workers

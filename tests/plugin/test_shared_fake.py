@@ -89,6 +89,9 @@ USER_SUITE = textwrap.dedent(
 
 
 def run_session(directory: Path, url: str, admin_token: str) -> subprocess.Popen[str]:
+    """``pytest -n 2 --lucy-url`` on a user's suite: three interpreters (xdist's controller and two
+    workers), without this project's own test-only plugins (schemathesis, hypothesis: ~1 s of imports
+    in each), which a user's suite has no need of."""
     return subprocess.Popen(  # noqa: S603 - our own interpreter and fixed arguments
         [
             sys.executable,
@@ -99,6 +102,10 @@ def run_session(directory: Path, url: str, admin_token: str) -> subprocess.Popen
             "no:cacheprovider",
             "-p",
             "no:randomly",
+            "-p",
+            "no:schemathesis",
+            "-p",
+            "no:hypothesispytest",
             "-n",
             "2",
             "-W",

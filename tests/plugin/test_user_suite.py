@@ -17,6 +17,8 @@ SUITE = Path(__file__).resolve().parent / "user_suite"
 def test_a_users_suite_written_from_the_readme_passes_under_two_xdist_workers(tmp_path: Path) -> None:
     project = tmp_path / "project"
     shutil.copytree(SUITE, project, ignore=shutil.ignore_patterns("__pycache__"))
+    # Three interpreters (xdist's controller and two workers), without this project's own test-only
+    # plugins (schemathesis, hypothesis: ~1 s of imports in each), which a user's suite has no need of.
     result = subprocess.run(  # noqa: S603 - our own interpreter
         [
             sys.executable,
@@ -25,6 +27,10 @@ def test_a_users_suite_written_from_the_readme_passes_under_two_xdist_workers(tm
             "-q",
             "-p",
             "no:cacheprovider",
+            "-p",
+            "no:schemathesis",
+            "-p",
+            "no:hypothesispytest",
             "-n",
             "2",
             "-W",

@@ -8,9 +8,25 @@ deletes, restores or resolves. Configured from ``LUCY_MEMORY_*`` (see ``lucy_mem
 Layers: ``server`` (handlers) → ``render`` (text) and ``tools`` (definitions) → the SDK client.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from lucy_memory.mcp.config import McpConfigError, McpSettings, ServerConfig, load_settings, resolve_config
-from lucy_memory.mcp.server import LucyMemoryTools, create_server, serve_stdio
 from lucy_memory.mcp.tools import TOOL_NAMES, tools
+
+if TYPE_CHECKING:
+    from lucy_memory.mcp.server import LucyMemoryTools, create_server, serve_stdio
+
+# Loaded on first use (PEP 562): ``lucy-memory-mcp`` imports this package before it reads its
+# configuration, and a refused configuration or ``--help`` needs neither the server nor the MCP
+# SDK's server side.
+_HOMES = {
+    "LucyMemoryTools": "lucy_memory.mcp.server",
+    "create_server": "lucy_memory.mcp.server",
+    "serve_stdio": "lucy_memory.mcp.server",
+}
 
 __all__ = [
     "TOOL_NAMES",
@@ -24,3 +40,9 @@ __all__ = [
     "serve_stdio",
     "tools",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(_HOMES[name]), name)

@@ -17,8 +17,7 @@ import anyio
 
 from lucy_memory._contract import redact
 from lucy_memory.mcp import config as config_module
-from lucy_memory.mcp.config import McpConfigError, load_settings, resolve_config
-from lucy_memory.mcp.server import SERVER_NAME, serve_stdio
+from lucy_memory.mcp.config import SERVER_NAME, McpConfigError, load_settings, resolve_config
 
 __all__ = ["USAGE", "main"]
 
@@ -74,6 +73,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.flush()
         return 2
     log.info("serving on stdio: Lucy at %s, permissions %s", config.origin, ",".join(config.permissions))
+    # The server and the MCP SDK (~0.6 s of imports) only once there is something to serve: --help, a
+    # bad argument and a bad configuration answer without them.
+    from lucy_memory.mcp.server import serve_stdio
+
     try:
         anyio.run(serve_stdio, config)
     except KeyboardInterrupt:

@@ -33,6 +33,7 @@ from lucy_memory.transport import Transport, create_lucy_http_transport
 __all__ = [
     "DEFAULT_PERMISSIONS",
     "ENV_PREFIX",
+    "SERVER_NAME",
     "McpConfigError",
     "McpSettings",
     "ServerConfig",
@@ -41,6 +42,7 @@ __all__ = [
     "resolve_config",
 ]
 
+SERVER_NAME = "lucy-memory-mcp"
 ENV_PREFIX = "LUCY_MEMORY_"
 DEFAULT_PERMISSIONS = (OPERATION_PERMISSIONS["recall"],)  # read only, until the host grants more
 _TRANSPORT_MODULE_NAME = "lucy_memory_mcp_transport"

@@ -25,7 +25,7 @@ from mcp_types import CLIENT_INFO_META_KEY
 from lucy_memory._contract import canonical_sha256, clean_client_name
 from lucy_memory.client import AgentMemoryClient
 from lucy_memory.errors import LucyMemoryError
-from lucy_memory.mcp.config import ServerConfig
+from lucy_memory.mcp.config import SERVER_NAME, ServerConfig
 from lucy_memory.mcp.render import render_error, render_propose, render_recall, render_status, status_phrase
 from lucy_memory.mcp.tools import PROPOSAL_STATUS, PROPOSE, RECALL, TOOL_NAMES, tools
 from lucy_memory.transport import Transport
@@ -34,7 +34,6 @@ __all__ = ["DEFAULT_SOURCE", "SERVER_NAME", "LucyMemoryTools", "client_name", "c
 
 log = logging.getLogger("lucy_memory.mcp")
 
-SERVER_NAME = "lucy-memory-mcp"
 DEFAULT_SOURCE = SERVER_NAME
 _MAX_CLIENTS = 32
 _OPERATION = {RECALL: "recall", PROPOSE: "propose", PROPOSAL_STATUS: "proposal_status"}
