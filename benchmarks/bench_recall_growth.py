@@ -23,7 +23,7 @@ import httpx
 from benchmarks.common import API, Summary, free_port, serve_fake, summarise
 from benchmarks.seeding import COMMON_TERM, RARE_TERM, Seeder, scopes
 from fake_lucy.domain import clock
-from fake_lucy.domain.principals import create_credential, scope_tag
+from fake_lucy.domain.principals import NewCredential, create_credential, scope_tag
 from fake_lucy.domain.recall import prepare, query_terms, recall
 from fake_lucy.runtime import FakeLucy
 from fake_lucy.settings import FakeLucySettings
@@ -100,13 +100,15 @@ def run(sizes: tuple[int, ...] = SIZES) -> list[GrowthRow]:
             create_credential(
                 conn,
                 fake.ids,
-                tenant=TENANT,
-                account="acct_bench",
-                user="usr_bench",
-                permissions=["memory:read", "memory:propose"],
-                scopes=[s.as_dict() for s in scopes(SCOPES)],
-                credits=100_000_000,
-                token=TOKEN,
+                NewCredential(
+                    tenant=TENANT,
+                    account="acct_bench",
+                    user="usr_bench",
+                    permissions=["memory:read", "memory:propose"],
+                    scopes=[s.as_dict() for s in scopes(SCOPES)],
+                    credits=100_000_000,
+                    token=TOKEN,
+                ),
             )
         seeder = Seeder(fake.db.conn, TENANT, scopes(SCOPES))
         for size in sizes:
