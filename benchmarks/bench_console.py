@@ -85,8 +85,8 @@ async def _fill(api: httpx.AsyncClient, admin: httpx.AsyncClient) -> None:
     await admin.put("/_fake/accounts/acct_dev/credits", json={"balance": 10**8})
     memories: list[dict[str, Any]] = []
     for n in range(APPROVED):
-        body = {"kind": "fact", "content": f"Service {n} runs on port {8000 + n}.", "scope": SCOPE}
-        created = await api.post(API + "/proposals", json=body, headers={"Idempotency-Key": uuid.uuid4().hex})
+        fact = {"kind": "fact", "content": f"Service {n} runs on port {8000 + n}.", "scope": SCOPE}
+        created = await api.post(API + "/proposals", json=fact, headers={"Idempotency-Key": uuid.uuid4().hex})
         approved = await admin.post(f"/_fake/proposals/{created.json()['proposal']['id']}/approve")
         memories.append(approved.json()["proposal"]["memory"])
     for n in range(PROPOSALS - APPROVED):
