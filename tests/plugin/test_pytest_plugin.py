@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 import textwrap
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -14,6 +13,7 @@ import httpx
 import pytest
 
 from lucy_memory import AgentMemoryClient
+from tests.plugin.users_pytest import users_pytest
 
 pytestmark = pytest.mark.anyio
 
@@ -98,24 +98,7 @@ def users_suite(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]
     (suite / "test_readme_sync_example.py").write_text(synchronous)
     (suite / "test_user_suite.py").write_text(USER_TESTS)
     result = subprocess.run(  # noqa: S603 - our own interpreter
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-rA",
-            "-p",
-            "no:cacheprovider",
-            "-p",
-            "no:schemathesis",
-            "-p",
-            "no:hypothesispytest",
-            "-n",
-            "2",
-            "-W",
-            "error",
-            str(suite),
-        ],
+        users_pytest("-rA", "-n", "2", str(suite)),
         cwd=suite,
         capture_output=True,
         text=True,

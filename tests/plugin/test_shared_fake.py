@@ -10,7 +10,6 @@ import contextlib
 import os
 import secrets
 import subprocess
-import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +21,7 @@ import pytest
 from fake_lucy.testing import FakeAdmin, LiveServer, ServeProcess
 from fake_lucy.testing.shared import SharedFakeError, SharedTenant
 from tests.helpers import V1, proposal_body, propose, recall
+from tests.plugin.users_pytest import users_pytest
 
 pytestmark = pytest.mark.anyio
 
@@ -89,31 +89,9 @@ USER_SUITE = textwrap.dedent(
 
 
 def run_session(directory: Path, url: str, admin_token: str) -> subprocess.Popen[str]:
-    """``pytest -n 2 --lucy-url`` on a user's suite: three interpreters (xdist's controller and two
-    workers), without this project's own test-only plugins (schemathesis, hypothesis: ~1 s of imports
-    in each), which a user's suite has no need of."""
+    """``pytest -n 2 --lucy-url`` on a user's suite."""
     return subprocess.Popen(  # noqa: S603 - our own interpreter and fixed arguments
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "-p",
-            "no:randomly",
-            "-p",
-            "no:schemathesis",
-            "-p",
-            "no:hypothesispytest",
-            "-n",
-            "2",
-            "-W",
-            "error",
-            "--lucy-url",
-            url,
-            str(directory),
-        ],
+        users_pytest("-p", "no:randomly", "-n", "2", "--lucy-url", url, str(directory)),
         cwd=directory,
         env={**_environment(), "FAKE_LUCY_ADMIN_TOKEN": admin_token},
         stdout=subprocess.PIPE,

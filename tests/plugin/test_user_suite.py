@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.plugin.users_pytest import users_pytest
 
 SUITE = Path(__file__).resolve().parent / "user_suite"
 
@@ -17,27 +18,8 @@ SUITE = Path(__file__).resolve().parent / "user_suite"
 def test_a_users_suite_written_from_the_readme_passes_under_two_xdist_workers(tmp_path: Path) -> None:
     project = tmp_path / "project"
     shutil.copytree(SUITE, project, ignore=shutil.ignore_patterns("__pycache__"))
-    # Three interpreters (xdist's controller and two workers), without this project's own test-only
-    # plugins (schemathesis, hypothesis: ~1 s of imports in each), which a user's suite has no need of.
     result = subprocess.run(  # noqa: S603 - our own interpreter
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "-p",
-            "no:schemathesis",
-            "-p",
-            "no:hypothesispytest",
-            "-n",
-            "2",
-            "-W",
-            "error",
-            "-rA",
-            str(project),
-        ],
+        users_pytest("-n", "2", "-rA", str(project)),
         cwd=project,
         capture_output=True,
         text=True,
