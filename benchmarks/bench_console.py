@@ -35,6 +35,7 @@ from benchmarks.common import (
     Summary,
     free_port,
     machine,
+    poll_until,
     serve_fake,
     set_credits,
     summarise,
@@ -157,15 +158,21 @@ def _stream_open(base: str, directory: Path) -> Iterator[Path]:
         ],
     )
     try:
-        wait_until = time.monotonic() + 10
-        while not target.exists() or b"connected" not in target.read_bytes():
-            if time.monotonic() > wait_until:
-                raise RuntimeError("the event stream did not open")
-            time.sleep(0.05)  # another process: nothing to wait on but its file
+        poll_until(lambda: target.exists() and b"connected" in target.read_bytes(), "the stream opened", 10)
         yield target
     finally:
         reader.terminate()
         reader.wait(timeout=10)
+
+
+def _until_streamed(base: str, events: Path) -> None:
+    """Until the stream has written the event of the server's newest request to its file."""
+    newest = httpx.get(
+        base + "/_fake/requests", params={"limit": 1}, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    )
+    newest.raise_for_status()
+    request_id = newest.json()["items"][-1]["request_id"].encode()
+    poll_until(lambda: request_id in events.read_bytes(), "the stream reached the newest request", 10)
 
 
 def _http_with_and_without_stream(directory: Path) -> tuple[dict[str, dict[str, list[WrkResult]]], int]:
@@ -202,7 +209,7 @@ def _http_with_and_without_stream(directory: Path) -> tuple[dict[str, dict[str, 
                         results[op][condition].append(result)
                         _progress(f"  {op}, {condition}: {result.rps:,.0f} req/s")
                     if events is not None:
-                        time.sleep(0.5)  # the stream's last poll reaches the file
+                        _until_streamed(base, events)
                         streamed += events.read_bytes().count(b"\nid: ") + events.read_bytes().startswith(
                             b"id: "
                         )

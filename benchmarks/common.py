@@ -10,7 +10,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -77,16 +77,28 @@ def free_port() -> int:
         return port
 
 
-def wait_http(url: str, timeout: float = 30, process: subprocess.Popen[bytes] | None = None) -> None:
+def poll_until(ready: Callable[[], bool], what: str, timeout: float) -> None:
+    """Until ``ready()`` says so, at most ``timeout`` seconds (``RuntimeError``: ``what`` did not
+    happen). For another process's socket or file, which give nothing to wait on: polled."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    while not ready():
+        if time.monotonic() >= deadline:
+            raise RuntimeError(f"{what} within {timeout} s")
+        time.sleep(0.05)
+
+
+def wait_http(url: str, timeout: float = 30, process: subprocess.Popen[bytes] | None = None) -> None:
+    """Until ``url`` answers at all; a ``process`` that exits meanwhile fails at once."""
+
+    def answers() -> bool:
         if process is not None and process.poll() is not None:
             raise RuntimeError(f"the server process exited with {process.returncode}")
         with contextlib.suppress(httpx.TransportError):
             httpx.get(url, timeout=1)
-            return
-        time.sleep(0.05)  # another process: nothing to wait on but its socket
-    raise RuntimeError(f"{url} did not answer within {timeout} s")
+            return True
+        return False
+
+    poll_until(answers, f"{url} did not answer", timeout)
 
 
 @contextlib.contextmanager

@@ -5,17 +5,16 @@ with ``npm install --prefix /tmp/prism @stoplight/prism-cli`` and
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
+from benchmarks.common import wait_http
 from fake_lucy.http.openapi import v1_openapi
 from fake_lucy.testing.fakes import free_port
 from lucy_memory._contract import schema_validator
@@ -40,12 +39,7 @@ def prism(tmp_path: Path) -> Iterator[str]:
     )
     base_url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:  # another process: nothing to wait on but its socket
-            with contextlib.suppress(httpx.TransportError):
-                httpx.get(base_url + "/", timeout=1)
-                break
-            time.sleep(0.2)
+        wait_http(base_url + "/", timeout=60, process=process)  # exited: fails at once
         yield base_url + "/api/agent-memory/v1"
     finally:
         process.terminate()
