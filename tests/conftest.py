@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import collections
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -10,6 +12,71 @@ from fake_lucy.testing import FakeAdmin, InProcessFake, LiveServer
 from tests.contract_check import response_hook
 
 HOOKS: dict[str, Any] = {"response": [response_hook]}
+
+# Long test files first, spread over the workers. `make test` runs pytest-xdist's worksteal: worker i
+# starts on the i-th contiguous slice of the collection (by test count) and a worker that runs dry
+# takes half of the tests another has left, from the end. So the files are dealt into one pile per
+# worker, the long ones (servers, a browser, inner pytest sessions, the fuzzing) evenly by their
+# seconds, then the short ones evenly by their test count; each pile is ordered longest first, and
+# the piles are laid end to end. Each worker starts on its share of the long files, and the run
+# ends on short tests that split finely. The seconds are each file's, as the previous run measured
+# them (pytest's cache); with none measured yet, the order is left as collected.
+FILE_SECONDS = "fake-lucy/file-seconds"
+LONG_FILE = 2.0  # seconds
+
+
+def _file(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    cache: pytest.Cache | None = getattr(config, "cache", None)
+    seconds: dict[str, float] = {} if cache is None else cache.get(FILE_SECONDS, {})
+    if not seconds:
+        return
+    by_file: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        by_file.setdefault(_file(item.nodeid), []).append(item)
+    workers = int(getattr(config, "workerinput", {}).get("workercount", 1))
+    piles: list[list[str]] = [[] for _ in range(workers)]
+    weight = [0.0] * workers
+    count = [0] * workers
+    for name in sorted(by_file, key=lambda name: -seconds.get(name, LONG_FILE)):
+        long = seconds.get(name, LONG_FILE) >= LONG_FILE
+        pile = min(range(workers), key=lambda i: (weight[i], count[i]) if long else (count[i], weight[i]))
+        piles[pile].append(name)
+        weight[pile] += seconds.get(name, LONG_FILE)
+        count[pile] += len(by_file[name])
+    items[:] = [item for pile in piles for name in pile for item in by_file[name]]
+
+
+class _FileSeconds:
+    """Adds up the seconds each file's tests took, from start to finish (set-up and teardown
+    included; pytest-xdist passes both events on to the controller), and merges them into the cache.
+    """
+
+    def __init__(self, cache: pytest.Cache) -> None:
+        self.cache = cache
+        self.seconds: collections.Counter[str] = collections.Counter()
+
+    # A file's seconds are the sum of its tests' finish times less the sum of their start times:
+    # no pairing needed (schemathesis gives every operation's test of a file the same node id).
+    def pytest_runtest_logstart(self, nodeid: str) -> None:
+        self.seconds[_file(nodeid)] -= time.monotonic()
+
+    def pytest_runtest_logfinish(self, nodeid: str) -> None:
+        self.seconds[_file(nodeid)] += time.monotonic()
+
+    def pytest_sessionfinish(self) -> None:
+        # a test that started and never finished (an interrupted run) leaves its file negative
+        measured = {name: round(seconds, 2) for name, seconds in self.seconds.items() if seconds >= 0}
+        self.cache.set(FILE_SECONDS, {**self.cache.get(FILE_SECONDS, {}), **measured})
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    cache: pytest.Cache | None = getattr(config, "cache", None)
+    if cache is not None and not hasattr(config, "workerinput"):  # xdist's workers only read it
+        config.pluginmanager.register(_FileSeconds(cache), "fake-lucy-file-seconds")
 
 
 @pytest.fixture
