@@ -13,14 +13,14 @@ from tests.contract_check import response_hook
 
 HOOKS: dict[str, Any] = {"response": [response_hook]}
 
-# Long test files first, spread over the workers. `make test` runs pytest-xdist's worksteal: worker i
-# starts on the i-th contiguous slice of the collection (by test count) and a worker that runs dry
-# takes half of the tests another has left, from the end. So the files are dealt into one pile per
-# worker, the long ones (servers, a browser, inner pytest sessions, the fuzzing) evenly by their
-# seconds, then the short ones evenly by their test count; each pile is ordered longest first, and
-# the piles are laid end to end. Each worker starts on its share of the long files, and the run
-# ends on short tests that split finely. The seconds are each file's, as the previous run measured
-# them (pytest's cache); with none measured yet, the order is left as collected.
+# Long test files first, spread over the workers. `make test` runs pytest-xdist's worksteal: it
+# splits the collection into one contiguous slice per worker (by test count), and a worker that runs
+# dry takes half of the tests another has left, from the end. So each slice is made to start with
+# its share of the long files (servers, a browser, inner pytest sessions, the fuzzing), dealt by
+# their seconds, and is filled up to its size with short files, longest first. Each worker starts on
+# its long files, no long file straddles two slices, and the run ends on short tests that split
+# finely. The seconds are each file's, as the previous run measured them (pytest's cache); with
+# none measured yet, the order is left as collected.
 FILE_SECONDS = "fake-lucy/file-seconds"
 LONG_FILE = 2.0  # seconds
 
@@ -32,22 +32,33 @@ def _file(nodeid: str) -> str:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     cache: pytest.Cache | None = getattr(config, "cache", None)
     seconds: dict[str, float] = {} if cache is None else cache.get(FILE_SECONDS, {})
-    if not seconds:
-        return
+    if seconds:
+        workers = int(getattr(config, "workerinput", {}).get("workercount", 1))
+        items[:] = _longest_first(items, seconds, workers)
+
+
+def _longest_first(items: list[pytest.Item], seconds: dict[str, float], workers: int) -> list[pytest.Item]:
     by_file: dict[str, list[pytest.Item]] = {}
     for item in items:
         by_file.setdefault(_file(item.nodeid), []).append(item)
-    workers = int(getattr(config, "workerinput", {}).get("workercount", 1))
-    piles: list[list[str]] = [[] for _ in range(workers)]
-    weight = [0.0] * workers
-    count = [0] * workers
-    for name in sorted(by_file, key=lambda name: -seconds.get(name, LONG_FILE)):
-        long = seconds.get(name, LONG_FILE) >= LONG_FILE
-        pile = min(range(workers), key=lambda i: (weight[i], count[i]) if long else (count[i], weight[i]))
-        piles[pile].append(name)
-        weight[pile] += seconds.get(name, LONG_FILE)
-        count[pile] += len(by_file[name])
-    items[:] = [item for pile in piles for name in pile for item in by_file[name]]
+    files = sorted(by_file, key=lambda name: -seconds.get(name, LONG_FILE))  # not measured: long
+    long_files = [name for name in files if seconds.get(name, LONG_FILE) >= LONG_FILE]
+    piles: list[list[pytest.Item]] = [[] for _ in range(workers)]
+    weights = [0.0] * workers
+    for name in long_files:
+        pile = weights.index(min(weights))
+        piles[pile] += by_file[name]
+        weights[pile] += seconds.get(name, LONG_FILE)
+    short = [item for name in files if name not in long_files for item in by_file[name]]
+    ordered: list[pytest.Item] = []
+    left = len(items)
+    for index, pile in enumerate(piles):
+        size = left // (workers - index)  # the slice worksteal hands this worker
+        left -= size
+        filler = max(0, size - len(pile))
+        ordered += pile + short[:filler]
+        del short[:filler]
+    return ordered + short
 
 
 class _FileSeconds:
