@@ -12,8 +12,10 @@ UV_VERSION := 0.13.8
 UV := $(shell command -v uv 2>/dev/null || echo .tools/bin/uv)
 RUN := $(UV) run --frozen
 # pytest-xdist: one worker per core (PYTEST_WORKERS=0 runs in this process). worksteal hands each
-# worker one contiguous half of the suite (a module's tests, and its module fixture, mostly stay on
-# one worker) and lets an idle worker take over half of the other's remaining tests.
+# worker one contiguous share of the suite (a module's tests, and its module fixture, mostly stay on
+# one worker) and lets an idle worker take over half of the other's remaining tests;
+# tests/conftest.py orders the files so that each share starts with its part of the long files (as
+# the previous run measured them) and ends on short ones.
 # Bytecode caches are what make a warm run fast (each test process, and each server or pytest a
 # test starts, would otherwise compile every module again, and pytest re-rewrite its plugins'
 # modules): the test targets write them even where the environment says PYTHONDONTWRITEBYTECODE.

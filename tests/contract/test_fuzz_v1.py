@@ -32,7 +32,9 @@ schema = schemathesis.openapi.from_asgi(
 CONTRACT = load_contract("agent-memory-api")
 
 
-@pytest.fixture(scope="module", autouse=True)
+# Closed when the session ends, not with the module: the fake is made at import, once, and under
+# pytest-xdist's worksteal a worker may run this module's tests in two stretches.
+@pytest.fixture(scope="session", autouse=True)
 def _close_the_fake() -> Iterator[None]:
     yield
     close_throwaway(FAKE, _DIRECTORY)
