@@ -51,7 +51,7 @@ the ``details`` it carries itself (``fields_from_details``).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, ClassVar, TypedDict, Unpack
 
 from lucy_memory._contract import SchemaError, load_contract
 
@@ -62,6 +62,7 @@ __all__ = [
     "ClientClosedError",
     "ConfigurationError",
     "ConnectionFailedError",
+    "ErrorContext",
     "GatewayTimeoutError",
     "IdempotencyKeyInUseError",
     "IdempotencyKeyRequiredError",
@@ -103,32 +104,34 @@ def _sentence(text: str) -> str:
     return text if not text or text.endswith((".", "!", "?")) else text + "."
 
 
+class ErrorContext(TypedDict, total=False):
+    """What is known of an error besides its message: every error class's keyword arguments."""
+
+    code: str | None  # the class's own code when absent or None
+    status: int | None
+    request_id: str | None
+    retryable: bool
+    operation: str | None
+    idempotency_key: str | None
+    attempts: int
+    retry_after: float | None
+
+
 class LucyMemoryError(Exception):
     """The base class: every error of this SDK."""
 
     code: str = "error"
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        code: str | None = None,
-        status: int | None = None,
-        request_id: str | None = None,
-        retryable: bool = False,
-        operation: str | None = None,
-        idempotency_key: str | None = None,
-        attempts: int = 0,
-        retry_after: float | None = None,
-    ) -> None:
+    def __init__(self, message: str, **context: Unpack[ErrorContext]) -> None:
+        code = context.get("code")
         self.code = code if code is not None else type(self).code
-        self.status = status
-        self.request_id = request_id
-        self.retryable = retryable
-        self.operation = operation
-        self.idempotency_key = idempotency_key
-        self.attempts = attempts
-        self.retry_after = retry_after
+        self.status = context.get("status")
+        self.request_id = context.get("request_id")
+        self.retryable = context.get("retryable", False)
+        self.operation = context.get("operation")
+        self.idempotency_key = context.get("idempotency_key")
+        self.attempts = context.get("attempts", 0)
+        self.retry_after = context.get("retry_after")
         self.detail = message
         outcome = self._outcome()
         super().__init__(f"{self.code}: {_sentence(message)}" + (f" {outcome}" if outcome else ""))
@@ -175,10 +178,10 @@ class SecretDetectedError(LucyMemoryError):
 
     code = "secret_detected"
 
-    def __init__(self, message: str, *, field: str, pattern: str, **kwargs: Any) -> None:
+    def __init__(self, message: str, *, field: str, pattern: str, **context: Unpack[ErrorContext]) -> None:
         self.field = field
         self.pattern = pattern
-        super().__init__(message, **kwargs)
+        super().__init__(message, **context)
 
 
 class ResponseLostError(LucyMemoryError):
@@ -294,10 +297,14 @@ class APIError(LucyMemoryError):
             **context,
         )
 
+    # The constructor's keyword arguments that a problem's ``details`` carry under the same names.
+    detail_fields: ClassVar[tuple[str, ...]] = ()
+
     @classmethod
     def fields_from_details(cls, details: Mapping[str, Any], redact: Callable[[str], str]) -> dict[str, Any]:
-        """The constructor arguments this class reads from a problem's ``details`` (none here)."""
-        return {}
+        """The constructor arguments this class reads from a problem's ``details``: its
+        ``detail_fields``, as sent."""
+        return {name: details.get(name) for name in cls.detail_fields}
 
 
 class InvalidJSONError(APIError):
@@ -355,6 +362,7 @@ class VersionConflictError(APIError):
     """``replaces`` named an older version; ``current_version`` is the active one."""
 
     code = "version_conflict"
+    detail_fields = ("memory_id", "expected_version", "current_version")
 
     def __init__(
         self,
@@ -363,20 +371,12 @@ class VersionConflictError(APIError):
         memory_id: str | None = None,
         expected_version: int | None = None,
         current_version: int | None = None,
-        **kwargs: Any,
+        **context: Unpack[ErrorContext],
     ) -> None:
         self.memory_id = memory_id
         self.expected_version = expected_version
         self.current_version = current_version
-        super().__init__(message, **kwargs)
-
-    @classmethod
-    def fields_from_details(cls, details: Mapping[str, Any], redact: Callable[[str], str]) -> dict[str, Any]:
-        return {
-            "memory_id": details.get("memory_id"),
-            "expected_version": details.get("expected_version"),
-            "current_version": details.get("current_version"),
-        }
+        super().__init__(message, **context)
 
 
 class TopicConflictError(APIError):
@@ -404,9 +404,11 @@ class InvalidRequestError(APIError):
 
     code = "invalid_request"
 
-    def __init__(self, message: str, *, errors: tuple[SchemaError, ...] = (), **kwargs: Any) -> None:
+    def __init__(
+        self, message: str, *, errors: tuple[SchemaError, ...] = (), **context: Unpack[ErrorContext]
+    ) -> None:
         self.errors = errors
-        super().__init__(message, **kwargs)
+        super().__init__(message, **context)
 
     @classmethod
     def fields_from_details(cls, details: Mapping[str, Any], redact: Callable[[str], str]) -> dict[str, Any]:
