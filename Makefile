@@ -73,7 +73,8 @@ screenshots: sync
 clean:
 	rm -rf .venv .tools .fake-lucy .mypy_cache .pytest_cache .ruff_cache
 
-# Not part of `make test`: HTTP (wrk), recall growth to 1M memories, in process, MCP, a slow recall; ~7 minutes.
+# Not part of `make test`: HTTP (wrk), recall growth to 1M memories, in process, MCP, a slow recall,
+# tenants, the findings judge's cost; ~11 minutes.
 # wrk comes from apt when missing (needs root or sudo); the results go to benchmarks/RESULTS.md.
 bench: | $(UV)
 	$(UV) sync --frozen --all-groups

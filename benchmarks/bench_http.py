@@ -160,8 +160,12 @@ def _bare() -> Iterator[list[Scenario]]:
 
 
 @contextlib.contextmanager
-def _fake(directory: Path) -> Iterator[list[Scenario]]:
-    database = directory / "http.sqlite3"
+def fake_scenarios(
+    directory: Path, *, module: str = "fake_lucy", label: str = ""
+) -> Iterator[list[Scenario]]:
+    """The fake's four scenarios against ``python -m <module> serve`` on a seeded database of its
+    own; ``label`` follows each scenario's name."""
+    database = directory / f"http{label.replace(' ', '_')}.sqlite3"
     fake = FakeLucy(FakeLucySettings(database=str(database)))
     Seeder(fake.db.conn, "tenant_dev", DEV_SCOPES).add(MEMORIES)
     fake.close()
@@ -175,7 +179,7 @@ def _fake(directory: Path) -> Iterator[list[Scenario]]:
     }
     recall_body = {"query": f"{COMMON_TERM} {RARE_TERM}", "scope": {"kind": "workspace", "id": "ws_dev"}}
     new_query = {**recall_body, "query": f"{COMMON_TERM} {RARE_TERM} __N__"}
-    with serve_fake(database, port):
+    with serve_fake(database, port, module=module):
         set_credits(base, "acct_dev", 100_000_000)
         created = httpx.post(
             f"{base}{API}/proposals", json=proposal, headers={**auth, "Idempotency-Key": "bench-status"}
@@ -183,17 +187,19 @@ def _fake(directory: Path) -> Iterator[list[Scenario]]:
         created.raise_for_status()
         proposal_id = created.json()["proposal"]["id"]
         yield [
-            Scenario("fake recall", f"{base}{API}/recall", "POST", json.dumps(recall_body), auth),
+            Scenario(f"fake recall{label}", f"{base}{API}/recall", "POST", json.dumps(recall_body), auth),
             Scenario(
-                UNCACHED_RECALL,
+                f"{UNCACHED_RECALL}{label}",
                 f"{base}{API}/recall",
                 "POST",
                 json.dumps(new_query),
                 auth,
                 unique_body=True,
             ),
-            Scenario("fake proposal status", f"{base}{API}/proposals/{proposal_id}", headers=auth),
-            Scenario("fake propose", f"{base}{API}/proposals", "POST", json.dumps(proposal), auth, True),
+            Scenario(f"fake proposal status{label}", f"{base}{API}/proposals/{proposal_id}", headers=auth),
+            Scenario(
+                f"fake propose{label}", f"{base}{API}/proposals", "POST", json.dumps(proposal), auth, True
+            ),
         ]
 
 
@@ -236,7 +242,7 @@ def run(rounds: int = ROUNDS) -> dict[str, list[WrkResult]]:
         raise RuntimeError("wrk is not installed (apt-get install -y wrk); make bench installs it")
     directory = Path(tempfile.mkdtemp(prefix="fake-lucy-bench-http-"))
     try:
-        with _bare() as bare, _fake(directory) as fake, _moto() as moto:
+        with _bare() as bare, fake_scenarios(directory) as fake, _moto() as moto:
             scenarios = [*bare, *fake, *moto]
             for scenario in scenarios:
                 scenario.run(WARMUP_S)

@@ -123,14 +123,17 @@ def process(args: list[str], ready_url: str, env: dict[str, str] | None = None) 
             proc.wait()
 
 
-def serve_fake(database: Path, port: int, *, quiet: bool = True) -> contextlib.AbstractContextManager[None]:
+def serve_fake(
+    database: Path, port: int, *, quiet: bool = True, module: str = "fake_lucy"
+) -> contextlib.AbstractContextManager[None]:
     """``fake-lucy serve`` (one uvicorn worker) as a separate process, by default without the server
-    log (its cost is measured on its own by ``bench_console``)."""
+    log (its cost is measured on its own by ``bench_console``); ``module`` is the one ``python -m``
+    runs (``benchmarks.judge_off``: the same server without the findings judge)."""
     return process(
         [
             sys.executable,
             "-m",
-            "fake_lucy",
+            module,
             "serve",
             "--port",
             str(port),

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from benchmarks import (
+    bench_findings,
     bench_http,
     bench_inprocess,
     bench_mcp,
@@ -206,19 +207,21 @@ def _mcp_section(results: bench_mcp.McpResults | None) -> list[str]:
 def main() -> None:
     started = time.perf_counter()
     description = machine()
-    print("1/7 HTTP (wrk)…", file=sys.stderr, flush=True)
+    print("1/8 HTTP (wrk)…", file=sys.stderr, flush=True)
     http = bench_http.run()
-    print("2/7 recall growth…", file=sys.stderr, flush=True)
+    print("2/8 recall growth…", file=sys.stderr, flush=True)
     growth = bench_recall_growth.run()
-    print("3/7 in process…", file=sys.stderr, flush=True)
+    print("3/8 in process…", file=sys.stderr, flush=True)
     calls, resets = bench_inprocess.run()
     reset_direct, reset_http = bench_reset.run()
-    print("4-5/7 MCP…", file=sys.stderr, flush=True)
+    print("4-5/8 MCP…", file=sys.stderr, flush=True)
     mcp = bench_mcp.run() if bench_mcp.available() else None
-    print("6/7 slow recall…", file=sys.stderr, flush=True)
+    print("6/8 slow recall…", file=sys.stderr, flush=True)
     stall = bench_recall_stall.run()
-    print("7/7 tenants…", file=sys.stderr, flush=True)
+    print("7/8 tenants…", file=sys.stderr, flush=True)
     tenants = bench_tenants.run()
+    print("8/8 findings…", file=sys.stderr, flush=True)
+    findings_http, findings_cpu = bench_findings.run_http(), bench_findings.run_in_process()
     took = time.perf_counter() - started
     lines = [
         "# Benchmark results",
@@ -232,6 +235,7 @@ def main() -> None:
         *_mcp_section(mcp),
         *stall,
         *bench_tenants.section(tenants),
+        *bench_findings.section(findings_http, findings_cpu),
         NOTES,
     ]
     RESULTS.write_text("\n".join(lines), encoding="utf-8")

@@ -138,13 +138,27 @@ class _Judge:
     """Judges one observation; ``found`` collects the findings it recorded."""
 
     def __init__(
-        self, conn: sqlite3.Connection, observation: Observation, *, at: str, id_seed: int | None
+        self,
+        conn: sqlite3.Connection,
+        observation: Observation,
+        *,
+        at: str,
+        id_seed: int | None,
+        watching: bool,
     ) -> None:
         self.conn = conn
         self.observation = observation
         self.at = at
         self.id_seed = id_seed
+        self.watching = watching
         self.found: list[FindingRecord] = []
+
+    def watched(self, wanted: list[tuple[str, str]]) -> dict[tuple[str, str], WatchRecord]:
+        """The live watch rows of this credential among ``wanted``."""
+        if not self.watching:
+            return {}
+        observation = self.observation
+        return store.watch_rows(self.conn, observation.credential_id, wanted, now_us=observation.arrived_us)
 
     def since(self, real_us: int, clock_us: int) -> int:
         """µs from an earlier moment to this request's arrival: the greater of real and server time."""
@@ -226,9 +240,7 @@ class _Judge:
     def recall(self) -> None:
         observation = self.observation
         subject = observation.subject
-        rows = store.watch_rows(
-            self.conn, observation.credential_id, [("recall", subject)], now_us=observation.arrived_us
-        )
+        rows = self.watched([("recall", subject)])
         row = rows.get(("recall", subject))
         previous = None
         if row is not None:
@@ -244,7 +256,7 @@ class _Judge:
         credential, proposal_id = observation.credential_id, observation.subject
         series = store.poll_series(self.conn, credential, proposal_id)
         last = None
-        if series is not None:
+        if series is not None and _retryable_failure(series.last_status):  # the only answer repeat() reads
             last = _Answered(
                 series.last_request_id, series.last_arrived_us, series.last_clock_us, series.last_status, None
             )
@@ -333,7 +345,7 @@ class _Judge:
         observation = self.observation
         key, body = observation.idempotency_key, observation.subject
         wanted = [("propose", body)] if key is None else [("propose", body), ("key", key)]
-        rows = store.watch_rows(self.conn, observation.credential_id, wanted, now_us=observation.arrived_us)
+        rows = self.watched(wanted)
         body_row = rows.get(("propose", body))
         key_row = None if key is None else rows.get(("key", key))
         if key is not None:
@@ -450,13 +462,22 @@ class _Judge:
 
 
 def observe(
-    conn: sqlite3.Connection, observation: Observation, *, at: str, id_seed: int | None, max_polls: int
+    conn: sqlite3.Connection,
+    observation: Observation,
+    *,
+    at: str,
+    id_seed: int | None,
+    max_polls: int,
+    watching: bool = True,
 ) -> list[FindingRecord]:
     """Judge one request, inside its journal row's transaction; returns the findings recorded.
 
     ``at`` is the server time the findings carry; ``max_polls`` bounds the table of recent polls.
+    ``watching`` False says that the watch on failed answers is empty in this transaction
+    (``server_state.in_transaction`` reads it in its statement): a recall or propose then has no
+    earlier failure to look up.
     """
-    judge = _Judge(conn, observation, at=at, id_seed=id_seed)
+    judge = _Judge(conn, observation, at=at, id_seed=id_seed, watching=watching)
     if observation.operation == "proposal_status":
         judge.status(max_polls=max_polls)
     elif observation.operation == "recall":

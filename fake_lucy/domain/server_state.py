@@ -7,7 +7,8 @@ principal carries (a clock change moves the epoch).
 ``in_transaction``: once inside the request's write transaction — the tenant's clock (timestamps
 of what the transaction writes), the billing authority, the account's balance and, again, whether
 a fault can fire (decided under the write lock, so the journal row may join the same commit) and
-the epoch of the recallable memories (``bump_index_epoch``).
+the epoch of the recallable memories (``bump_index_epoch``), and whether the findings' watch on
+failed answers holds any row (with none, the judge of a recall or propose has nothing to look up).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ class TransactionState:
     balance: int  # 0 when the account does not exist
     faults_armed: bool
     index_epoch: int
+    watching: bool  # ``client_watch`` has a row (findings.observe)
 
 
 def at_start(conn: sqlite3.Connection) -> RequestStart:
@@ -55,19 +57,21 @@ def in_transaction(conn: sqlite3.Connection, tenant: str, account: str) -> Trans
     row = conn.execute(
         "SELECT t.clock_offset_us, t.clock_frozen_us, s.billing_available,"
         " (SELECT balance FROM accounts WHERE id = ?),"
-        " EXISTS (SELECT 1 FROM faults WHERE remaining > 0), s.index_epoch"
+        " EXISTS (SELECT 1 FROM faults WHERE remaining > 0), s.index_epoch,"
+        " EXISTS (SELECT 1 FROM client_watch)"
         " FROM server_state s JOIN tenants t ON t.id = ? WHERE s.id = 1",
         (account, tenant),
     ).fetchone()
     if row is None:  # deleted by another request since this one authenticated
         raise DomainError("unauthenticated", "the bearer token's tenant has been deleted")
-    offset, frozen, available, balance, armed, index_epoch = row
+    offset, frozen, available, balance, armed, index_epoch, watching = row
     return TransactionState(
         now_us=clock.from_state(offset, frozen),
         billing_available=bool(available),
         balance=0 if balance is None else int(balance),
         faults_armed=bool(armed),
         index_epoch=int(index_epoch),
+        watching=bool(watching),
     )
 
 

@@ -209,7 +209,13 @@ class V1Pipeline:
         )
 
     def _observe(
-        self, conn: sqlite3.Connection, call: _Call, code: str | None, retry_after: str | None
+        self,
+        conn: sqlite3.Connection,
+        call: _Call,
+        code: str | None,
+        retry_after: str | None,
+        *,
+        watching: bool = True,
     ) -> list[findings.FindingRecord]:
         """Findings (SPEC 3.8) on this request, in its journal row's transaction. Returns the
         findings recorded: the place where each becomes a ``finding`` event (SPEC 3.7), in the
@@ -243,6 +249,7 @@ class V1Pipeline:
             at=journal.at,
             id_seed=self.fake.ids.seed,
             max_polls=self.fake.settings.journal_size,
+            watching=watching,
         )
         for finding in recorded:
             events.emit(
@@ -441,7 +448,7 @@ class V1Pipeline:
         call.journal.status = status
         call.journal.charged = True
         self._journal(conn, call)
-        self._observe(conn, call, None, None)
+        self._observe(conn, call, None, None, watching=tx.watching)
         call.journaled = True
 
     async def _recall(self, call: _Call, body: dict[str, Any]) -> Response:

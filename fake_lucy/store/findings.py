@@ -158,12 +158,18 @@ def drop_watch(conn: sqlite3.Connection, credential_id: str, kind: str, subject:
 
 
 def poll_series(conn: sqlite3.Connection, credential_id: str, proposal_id: str) -> SeriesRecord | None:
-    row = conn.execute(
-        "SELECT * FROM poll_series WHERE credential_id = ? AND proposal_id = ?", (credential_id, proposal_id)
-    ).fetchone()
+    row = conn.execute(_POLL_SERIES, (credential_id, proposal_id)).fetchone()
     if row is None:
         return None
-    return record_from_row(SeriesRecord, row, grew=bool(row["grew"]), reported=bool(row["reported"]))
+    # positionally (read once per status request): the flags are stored as 0 or 1
+    credential, proposal, polls, grew, reported, *last = row
+    return SeriesRecord(credential, proposal, polls, bool(grew), bool(reported), *last)
+
+
+_POLL_SERIES = (
+    "SELECT credential_id, proposal_id, polls, grew, reported, last_request_id, last_status, last_arrived_us,"
+    " last_clock_us, last_interval_us FROM poll_series WHERE credential_id = ? AND proposal_id = ?"
+)
 
 
 def put_poll_series(conn: sqlite3.Connection, series: SeriesRecord, *, new: bool) -> None:

@@ -1,0 +1,237 @@
+"""What findings (SPEC 3.8) cost the hot path: the fake with its judge against the same fake without.
+
+The judge runs in every journaled v1 request's transaction (``V1Pipeline._observe``:
+``findings.observe`` and the ``finding`` events). "Judge off" is the same code with that one method
+taken out (``benchmarks.judge_off``); nothing else differs, so the difference is the judge's cost.
+
+- **HTTP**: the four scenarios of ``bench_http`` (wrk, one worker each, same seed) against both
+  servers, in interleaved rounds. The cost counts as noise when it is smaller than the spread of the
+  same server's own rounds (the smaller of the two spreads).
+- **In process**: the CPU time of one call through the ASGI app (no socket, no client: the app's own
+  work, so the judge's share is the largest it can look), with the judge switched on and off
+  between rounds of the same app and database; the least of the rounds of each.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from benchmarks import bench_http
+from benchmarks.common import ADMIN_TOKEN, API, DEV_TOKEN
+from benchmarks.judge_off import judge_off
+from benchmarks.seeding import COMMON_TERM, RARE_TERM, Seeder
+from fake_lucy.app import create_app
+from fake_lucy.domain.principals import Scope
+from fake_lucy.http import pipeline
+from fake_lucy.runtime import FakeLucy
+from fake_lucy.settings import FakeLucySettings
+
+OFF = " (judge off)"
+HTTP_ROUNDS = 3
+CALLS = 500
+ROUNDS = 10  # per setting, alternating
+MEMORIES = 1_000
+SCOPE = {"kind": "workspace", "id": "ws_dev"}
+PROPOSAL = {
+    "kind": "fact",
+    "content": "The team approved Postgres 16 for the billing service.",
+    "scope": SCOPE,
+}
+OPERATIONS = ("fake proposal status", "fake recall", bench_http.UNCACHED_RECALL, "fake propose")
+
+
+@dataclass(frozen=True, slots=True)
+class HttpRow:
+    name: str
+    on: list[float]  # requests/s of each round
+    off: list[float]
+
+    @property
+    def cost(self) -> float:
+        """The share of the judge-off server's best throughput that the judge takes."""
+        return 1 - max(self.on) / max(self.off)
+
+    @property
+    def noise(self) -> float:
+        """The spread of a server's own rounds, the smaller of the two."""
+        return min(1 - min(rounds) / max(rounds) for rounds in (self.on, self.off))
+
+
+@dataclass(frozen=True, slots=True)
+class CpuRow:
+    name: str
+    on_us: float
+    off_us: float
+
+    @property
+    def cost_us(self) -> float:
+        return self.on_us - self.off_us
+
+
+def run_http(rounds: int = HTTP_ROUNDS) -> list[HttpRow]:
+    if not bench_http.wrk_available():
+        raise RuntimeError("wrk is not installed (apt-get install -y wrk); make bench installs it")
+    directory = Path(tempfile.mkdtemp(prefix="fake-lucy-bench-findings-"))
+    try:
+        with (
+            bench_http.fake_scenarios(directory) as on,
+            bench_http.fake_scenarios(directory, module="benchmarks.judge_off", label=OFF) as off,
+        ):
+            scenarios = [*on, *off]
+            for scenario in scenarios:
+                scenario.run(bench_http.WARMUP_S)
+            results: dict[str, list[float]] = {scenario.name: [] for scenario in scenarios}
+            for _ in range(rounds):
+                for pair in zip(on, off, strict=True):
+                    for scenario in pair:
+                        result = scenario.run(bench_http.DURATION_S)
+                        print(bench_http.format_result(result), file=sys.stderr, flush=True)
+                        results[scenario.name].append(result.rps)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+    return [HttpRow(name, results[name], results[name + OFF]) for name in OPERATIONS]
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    status: int
+    body: bytes
+
+
+Send = Callable[[], Awaitable[Answer]]
+
+
+def run_in_process() -> list[CpuRow]:
+    directory = Path(tempfile.mkdtemp(prefix="fake-lucy-bench-findings-"))
+    try:
+        return asyncio.run(_in_process(directory))
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+async def _in_process(directory: Path) -> list[CpuRow]:
+    fake = FakeLucy(FakeLucySettings(database=str(directory / "cpu.sqlite3")))
+    Seeder(
+        fake.db.conn, "tenant_dev", [Scope("workspace", "ws_dev"), Scope("project", "project_example")]
+    ).add(MEMORIES)
+    app = create_app(fake)
+
+    async def call(method: str, path: str, body: Any = None, token: str = DEV_TOKEN, key: str = "") -> Answer:
+        raw = b"" if body is None else json.dumps(body).encode()
+        headers = [(b"host", b"127.0.0.1"), (b"authorization", f"Bearer {token}".encode())]
+        if raw:
+            headers += [(b"content-type", b"application/json"), (b"content-length", str(len(raw)).encode())]
+        if key:
+            headers.append((b"idempotency-key", key.encode()))
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": method,
+            "scheme": "http",
+            "path": path,
+            "raw_path": path.encode(),
+            "query_string": b"",
+            "root_path": "",
+            "headers": headers,
+            "client": ("127.0.0.1", 50000),
+            "server": ("127.0.0.1", 8787),
+            "state": {},
+        }
+        status, answer = 0, b""
+        sent = False
+
+        async def receive() -> dict[str, Any]:
+            nonlocal sent
+            if sent:
+                await asyncio.Event().wait()  # no disconnect while the app answers
+            sent = True
+            return {"type": "http.request", "body": raw, "more_body": False}
+
+        async def send(message: dict[str, Any]) -> None:
+            nonlocal status, answer
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            else:
+                answer += message.get("body", b"")
+
+        await app(scope, receive, send)  # type: ignore[arg-type]
+        return Answer(status, answer)
+
+    assert (
+        await call("PUT", "/_fake/accounts/acct_dev/credits", {"balance": 10**8}, ADMIN_TOKEN)
+    ).status == 200
+    fresh = itertools.count()
+    recall = {"query": f"{COMMON_TERM} {RARE_TERM}", "scope": SCOPE}
+    created = await call("POST", f"{API}/proposals", PROPOSAL, key="bench-status")
+    assert created.status == 201, created
+    proposal_id = json.loads(created.body)["proposal"]["id"]
+    operations: dict[str, Send] = {
+        "fake proposal status": lambda: call("GET", f"{API}/proposals/{proposal_id}"),
+        "fake recall": lambda: call("POST", f"{API}/recall", recall),
+        bench_http.UNCACHED_RECALL: lambda: call(
+            "POST", f"{API}/recall", {**recall, "query": f"{recall['query']} n{next(fresh)}x"}
+        ),
+        "fake propose": lambda: call("POST", f"{API}/proposals", PROPOSAL, key=uuid.uuid4().hex),
+    }
+    judged = pipeline.V1Pipeline._observe
+    rows = []
+    for name, send in operations.items():
+        for _ in range(100):  # warm-up
+            answered = await send()
+            assert answered.status in (200, 201), answered
+        best = {True: float("inf"), False: float("inf")}
+        for _ in range(ROUNDS):
+            for on in (True, False):
+                if on:
+                    pipeline.V1Pipeline._observe = judged  # type: ignore[method-assign]
+                else:
+                    judge_off()
+                started = time.process_time()
+                for _ in range(CALLS):
+                    await send()
+                best[on] = min(best[on], (time.process_time() - started) / CALLS * 1e6)
+        pipeline.V1Pipeline._observe = judged  # type: ignore[method-assign]
+        rows.append(CpuRow(name, best[True], best[False]))
+    fake.close()
+    return rows
+
+
+def section(http: list[HttpRow], cpu: list[CpuRow]) -> list[str]:
+    lines = [
+        "## 8. Findings: the judge's cost on the hot path",
+        "",
+        "The same fake with and without its findings judge (SPEC 3.8; `benchmarks/judge_off.py` takes"
+        " out `V1Pipeline._observe`, nothing else): HTTP under wrk as in section 1, each server's"
+        f" rounds interleaved ({HTTP_ROUNDS} each); and the app's own CPU time per call in process"
+        f" (direct ASGI calls, the least of {ROUNDS} alternating rounds × {CALLS} calls each).",
+        "",
+        "| operation | req/s judge on (best) | req/s judge off (best) | cost | noise (rounds' spread)"
+        " | verdict | CPU µs on | CPU µs off | cost µs |",
+        "|---|---:|---:|---:|---:|---|---:|---:|---:|",
+    ]
+    by_name = {row.name: row for row in cpu}
+    for row in http:
+        inproc = by_name[row.name]
+        verdict = "within noise" if row.cost <= row.noise else "**above noise**"
+        lines.append(
+            f"| {row.name.removeprefix('fake ')} | {max(row.on):,.0f} | {max(row.off):,.0f}"
+            f" | {row.cost * 100:+.1f} % | {row.noise * 100:.1f} % | {verdict}"
+            f" | {inproc.on_us:.0f} | {inproc.off_us:.0f} | {inproc.cost_us:+.0f} |"
+        )
+    return [*lines, ""]
+
+
+if __name__ == "__main__":
+    print("\n".join(section(run_http(), run_in_process())))
