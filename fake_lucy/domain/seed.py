@@ -13,7 +13,7 @@ from fake_lucy.domain.ids import IdFactory
 from fake_lucy.domain.lifecycle import VersionContent, clear_index, create_memory
 from fake_lucy.domain.principals import NewCredential, Scope, create_credential, ensure_tenant
 from fake_lucy.store import queries
-from fake_lucy.store.tables import STATE_TABLES
+from fake_lucy.store.schema import STATE_TABLES
 from lucy_memory._contract import canonical_bytes, load_contract, schema_validator
 
 __all__ = [
