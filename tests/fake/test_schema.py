@@ -1,12 +1,9 @@
 """The schema the fake creates (``store/schema.sql``) is the SQLModel declarations of
-``store/tables.py``, and the running fake needs neither SQLAlchemy nor SQLModel to create it."""
+``store/tables.py`` (that the running fake imports neither: tests/test_import_cost.py)."""
 
 from __future__ import annotations
 
-import json
 import sqlite3
-import subprocess
-import sys
 
 from sqlalchemy import create_engine
 
@@ -66,22 +63,3 @@ def test_creating_a_file_twice_keeps_it_as_it_is(tmp_path) -> None:
         assert _layout(second.conn) == layout
     finally:
         second.close()
-
-
-def test_starting_the_fake_on_a_new_file_imports_neither_sqlalchemy_nor_sqlmodel(tmp_path) -> None:
-    script = (
-        "import json, sys\n"
-        "from fake_lucy.app import create_app\n"
-        "from fake_lucy.runtime import FakeLucy\n"
-        "from fake_lucy.settings import load_settings\n"
-        f"fake = FakeLucy(load_settings(database={str(tmp_path / 'new.sqlite3')!r}))\n"
-        "create_app(fake)\n"
-        "assert fake.seed_outcome == 'applied', fake.seed_outcome\n"
-        "fake.close()\n"
-        "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules} & {'sqlalchemy', 'sqlmodel'})))\n"
-    )
-    result = subprocess.run(  # noqa: S603 - our own interpreter
-        [sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False
-    )
-    assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout) == []
