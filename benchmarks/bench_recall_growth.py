@@ -27,7 +27,7 @@ from fake_lucy.domain.principals import NewCredential, create_credential, scope_
 from fake_lucy.domain.recall import prepare, query_terms, recall
 from fake_lucy.runtime import FakeLucy
 from fake_lucy.settings import FakeLucySettings
-from fake_lucy.store.tables import fts_table
+from fake_lucy.store.schema import fts_table
 
 SIZES = (1_000, 10_000, 100_000, 1_000_000)
 SCOPES = 100

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 
 from fake_lucy.domain import clock, server_state
 from fake_lucy.domain.principals import Scope, ensure_tenant, scope_tag
-from fake_lucy.store.tables import fts_table
+from fake_lucy.store.schema import fts_table
 
 COMMON_TERM = "postgres"
 RARE_TERM = "zanzibar"

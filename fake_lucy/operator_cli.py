@@ -24,10 +24,10 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from fake_lucy.addresses import is_loopback
 from fake_lucy.domain import findings
-from fake_lucy.domain.seed import DEFAULT_ADMIN_TOKEN
-from fake_lucy.settings import is_loopback
-from fake_lucy.snapshot_file import write_atomically
+from fake_lucy.domain.defaults import DEFAULT_ADMIN_TOKEN
+from fake_lucy.files import write_atomically
 from fake_lucy.text import visible
 from lucy_memory._contract import PROPOSAL_STATES, InvalidJSONError, parse_json_object
 

@@ -8,10 +8,12 @@ import time
 from pathlib import Path
 from typing import Any, Literal
 
+from fake_lucy.addresses import is_loopback
 from fake_lucy.domain import clock, events
 from fake_lucy.domain import seed as seeding
+from fake_lucy.domain.defaults import DEFAULT_ADMIN_TOKEN
 from fake_lucy.domain.ids import IdFactory
-from fake_lucy.settings import FakeLucySettings, is_loopback
+from fake_lucy.settings import FakeLucySettings
 from fake_lucy.store.connection import MEMORY, Database
 from lucy_memory._contract import SecretScanner, load_contract
 
@@ -40,7 +42,7 @@ class FakeLucy:
         self.seed = self._load_seed(settings.seed)
         self.loopback = is_loopback(settings.host)
         configured = settings.resolved_admin_token()
-        self.admin_token = configured if configured is not None else seeding.DEFAULT_ADMIN_TOKEN
+        self.admin_token = configured if configured is not None else DEFAULT_ADMIN_TOKEN
         self.admin_token_is_builtin = configured is None
         self.scanner = SecretScanner()
         self.stop_words = frozenset(self.contract["recall"]["stop_words"])

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +10,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from lucy_memory._contract import TOKEN_RULE, valid_token
 
-__all__ = ["FakeLucySettings", "is_loopback", "load_settings"]
+__all__ = ["FakeLucySettings", "load_settings"]
 
 DEFAULT_DATABASE = ".fake-lucy/fake-lucy.sqlite3"
 
@@ -59,12 +58,3 @@ def _checked_token(token: str, where: str, empty: str) -> str:
 def load_settings(**overrides: Any) -> FakeLucySettings:
     """Settings from the environment, with explicit overrides (e.g. from the command line)."""
     return FakeLucySettings(**{k: v for k, v in overrides.items() if v is not None})
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
+import sys
 import threading
 import uuid
 from pathlib import Path
@@ -181,6 +183,49 @@ def test_durations_read_like_people_write_them() -> None:
     for bad in ("2x", "h", "1h 30m", ""):
         with pytest.raises(UsageError):
             parse_duration(bad)
+
+
+# What only ``fake-lucy serve`` needs: an operator command, which talks HTTP to a running fake, starts
+# without it (each of these costs a process tens to hundreds of milliseconds of CPU to import).
+SERVER_SIDE = (
+    "fastapi",
+    "starlette",
+    "uvicorn",
+    "sqlalchemy",
+    "sqlmodel",
+    "pydantic_settings",
+    "jinja2",
+    "fake_lucy.serve",
+    "fake_lucy.app",
+    "fake_lucy.runtime",
+    "fake_lucy.settings",
+    "fake_lucy.http",
+    "fake_lucy.store.connection",
+    "fake_lucy.domain.lifecycle",
+)
+
+
+def test_an_operator_command_runs_without_importing_the_server(
+    live: LiveServer, url: str, tmp_path: Path
+) -> None:
+    proposal = propose(live)  # listed by the command: a table of one row
+    script = (
+        "import json, sys\n"
+        f"server_side = {list(SERVER_SIDE)!r}\n"
+        "from fake_lucy.cli import main\n"
+        "code = main(['proposals'])\n"
+        "print(json.dumps([code, [m for m in server_side if m in sys.modules]]))\n"
+        "import fake_lucy.serve\n"  # what serve imports, for contrast
+        "print(json.dumps([m for m in server_side if m in sys.modules]))\n"
+    )
+    result = subprocess.run(  # noqa: S603 - our own interpreter
+        [sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    *table, command, serving = result.stdout.splitlines()
+    assert proposal["id"] in "\n".join(table)
+    assert json.loads(command) == [0, []]
+    assert set(json.loads(serving)) >= {"fastapi", "uvicorn", "fake_lucy.app", "fake_lucy.runtime"}
 
 
 class _Lines(io.StringIO):

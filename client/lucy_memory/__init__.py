@@ -10,19 +10,40 @@ result = await client.recall('{"query": "Which database did we approve?", "limit
 ```
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from lucy_memory import errors, models
-from lucy_memory._contract import SchemaError
-from lucy_memory.client import DEFAULT_CLIENT_NAME, PERMISSIONS, AgentMemoryClient, SyncAgentMemoryClient
+from lucy_memory._contract import PERMISSIONS, SchemaError
 from lucy_memory.errors import *  # noqa: F403 - the whole error tree is public: see __all__ below
 from lucy_memory.models import *  # noqa: F403 - every result type is public: see __all__ below
 from lucy_memory.retry import DEFAULT_MAX_RETRIES, MAX_RETRY_AFTER_SECONDS
-from lucy_memory.transport import (
-    LucyHttpTransport,
-    Transport,
-    TransportRequest,
-    TransportResponse,
-    create_lucy_http_transport,
-)
+
+if TYPE_CHECKING:
+    from lucy_memory.client import DEFAULT_CLIENT_NAME, AgentMemoryClient, SyncAgentMemoryClient
+    from lucy_memory.transport import (
+        LucyHttpTransport,
+        Transport,
+        TransportRequest,
+        TransportResponse,
+        create_lucy_http_transport,
+    )
+
+# The client and its HTTP transport are loaded on first use (PEP 562), with httpx and anyio: the
+# fake server imports this package for its contract rules alone (``lucy_memory._contract``), in
+# every process it starts, and uses neither.
+_HOMES = {
+    "DEFAULT_CLIENT_NAME": "lucy_memory.client",
+    "AgentMemoryClient": "lucy_memory.client",
+    "SyncAgentMemoryClient": "lucy_memory.client",
+    "LucyHttpTransport": "lucy_memory.transport",
+    "Transport": "lucy_memory.transport",
+    "TransportRequest": "lucy_memory.transport",
+    "TransportResponse": "lucy_memory.transport",
+    "create_lucy_http_transport": "lucy_memory.transport",
+}
 
 __all__ = [
     "DEFAULT_CLIENT_NAME",
@@ -41,3 +62,13 @@ __all__ = [
 # The error tree and the result types are public whole: their modules' own lists name them, once.
 __all__ += errors.__all__
 __all__ += models.__all__
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(_HOMES[name]), name)
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -25,7 +25,7 @@ from fake_lucy.domain.ids import IdFactory
 from fake_lucy.domain.principals import Principal, Scope, scope_tag
 from fake_lucy.store import queries
 from fake_lucy.store.records import MemoryRecord, ProposalRecord
-from fake_lucy.store.tables import fts_ddl, fts_table
+from fake_lucy.store.schema import fts_ddl, fts_table
 from lucy_memory._contract import FINAL_PROPOSAL_STATES as FINAL_STATES
 
 __all__ = [
@@ -324,7 +324,7 @@ def _require_pending(record: ProposalRecord, action: str) -> None:
         )
 
 
-# Every write to a full-text index (one per tenant, ``store.tables.fts_table``) goes through these
+# Every write to a full-text index (one per tenant, ``store.schema.fts_table``) goes through these
 # three, which also change the index epoch (the memories rows a recall returns change only together
 # with the index).
 def _insert_fts(

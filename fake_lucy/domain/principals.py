@@ -13,7 +13,7 @@ from fake_lucy.domain import billing, clock
 from fake_lucy.domain.epochs import bump_auth_epoch
 from fake_lucy.domain.errors import DomainError
 from fake_lucy.domain.ids import IdFactory
-from fake_lucy.store.tables import fts_ddl
+from fake_lucy.store.schema import fts_ddl
 from lucy_memory._contract import PERMISSIONS
 
 __all__ = [

@@ -3,7 +3,7 @@
 The query is data: it is split in code into runs of letters and digits, stop words are dropped,
 and the first ``MAX_TERMS`` distinct remaining terms are OR-ed as quoted FTS5 strings, so no query
 syntax ever reaches FTS5 and no query costs more than 32 terms.
-Each tenant has its own FTS5 table (``store.tables.fts_table``), so bm25's statistics — the row
+Each tenant has its own FTS5 table (``store.schema.fts_table``), so bm25's statistics — the row
 count, the average row length and each term's document count — are its tenant's alone: a
 tenant's scores, order and cut at the limit never depend on what other tenants store.
 
@@ -23,7 +23,7 @@ from typing import Any
 from fake_lucy.domain.principals import Scope, scope_tag
 from fake_lucy.domain.records import memory_row_dict
 from fake_lucy.store.records import RANKED_MEMORY_COLUMNS
-from fake_lucy.store.tables import fts_table
+from fake_lucy.store.schema import fts_table
 
 __all__ = [
     "MAX_TERMS",

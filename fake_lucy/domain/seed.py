@@ -7,18 +7,17 @@ import sqlite3
 from typing import Any
 
 from fake_lucy.domain import clock, server_state
+from fake_lucy.domain.defaults import BUILTIN_TOKENS, DEFAULTS, DEV_TOKEN
 from fake_lucy.domain.epochs import bump_auth_epoch
 from fake_lucy.domain.errors import DomainError
 from fake_lucy.domain.ids import IdFactory
 from fake_lucy.domain.lifecycle import VersionContent, clear_index, create_memory
 from fake_lucy.domain.principals import NewCredential, Scope, create_credential, ensure_tenant
 from fake_lucy.store import queries
-from fake_lucy.store.tables import STATE_TABLES
-from lucy_memory._contract import canonical_bytes, load_contract, schema_validator
+from fake_lucy.store.schema import STATE_TABLES
+from lucy_memory._contract import canonical_bytes, schema_validator
 
 __all__ = [
-    "BUILTIN_TOKENS",
-    "DEFAULTS",
     "DEFAULT_SEED",
     "applied_seed",
     "apply_seed",
@@ -27,14 +26,6 @@ __all__ = [
     "seed_digest",
     "validate_seed",
 ]
-
-DEFAULTS: dict[str, Any] = load_contract("fake-control")["defaults"]
-"""The dev seed's tenant, account, user, permissions, scopes, credits and tokens, as the control
-contract states them; a tenant made by ``POST /_fake/tenants`` is shaped like it (``tenants``)."""
-
-DEV_TOKEN: str = DEFAULTS["token"]
-DEFAULT_ADMIN_TOKEN: str = DEFAULTS["admin_token"]
-BUILTIN_TOKENS = frozenset({DEV_TOKEN, DEFAULT_ADMIN_TOKEN})
 
 DEFAULT_SEED: dict[str, Any] = {
     "tenants": [{"id": DEFAULTS["tenant"]}],

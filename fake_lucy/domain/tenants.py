@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fake_lucy.domain import clock, lifecycle
+from fake_lucy.domain.defaults import DEFAULTS
 from fake_lucy.domain.epochs import bump_auth_epoch
 from fake_lucy.domain.errors import DomainError
 from fake_lucy.domain.ids import IdFactory
@@ -29,7 +30,6 @@ from fake_lucy.domain.principals import (
     ensure_tenant,
     hash_token,
 )
-from fake_lucy.domain.seed import DEFAULTS
 from fake_lucy.store import queries
 
 __all__ = [

@@ -27,16 +27,14 @@ from pathlib import Path
 from typing import TypeVar
 
 import anyio.to_thread
-from sqlalchemy import create_engine
-from sqlalchemy.pool import StaticPool
 
-from fake_lucy.store.tables import (
+from fake_lucy.store.schema import (
     ADDED_COLUMNS,
     ADDED_INDEXES,
     LEGACY_FTS_TABLE,
     fts_ddl,
     fts_table,
-    metadata,
+    table_statements,
 )
 
 __all__ = ["MEMORY", "Database", "ForeignDatabaseError"]
@@ -107,13 +105,16 @@ class Database:
         self.conn.execute("PRAGMA foreign_keys = OFF")
 
     def create_schema(self) -> None:
-        """Create every table that does not exist yet (idempotent). A file holding another
-        application's tables was refused when it was opened."""
+        """Create every table that does not exist yet, with its indexes, in one transaction
+        (idempotent); then bring a file written by an older fake-lucy up to date. A file holding
+        another application's tables was refused when it was opened."""
         conn = self.conn
-        engine = create_engine("sqlite://", creator=lambda: conn, poolclass=StaticPool)
-        # SQLAlchemy commits through the raw connection itself, so no BEGIN of ours around it.
-        metadata.create_all(engine)
-        engine.dispose(close=False)
+        with self.write():
+            existing = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            for table, statements in table_statements().items():
+                if table not in existing:
+                    for statement in statements:
+                        conn.execute(statement)
         added: set[tuple[str, str]] = set()
         for table, column, declaration in ADDED_COLUMNS:
             existing = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from fake_lucy.store.records import JOURNAL_COLUMNS
-from fake_lucy.store.tables import STATE_TABLES
+from fake_lucy.store.schema import STATE_TABLES
 
 __all__ = [
     "TENANT_ROWS",

@@ -17,9 +17,9 @@ import httpx
 import uvicorn
 
 from fake_lucy.app import create_app
-from fake_lucy.cli import PROTOCOL
-from fake_lucy.domain.seed import DEFAULT_ADMIN_TOKEN, DEV_TOKEN
+from fake_lucy.domain.defaults import DEFAULT_ADMIN_TOKEN, DEV_TOKEN
 from fake_lucy.runtime import FakeLucy
+from fake_lucy.serve import PROTOCOL
 from fake_lucy.settings import FakeLucySettings
 from fake_lucy.testing.admin import FakeAdmin
 from fake_lucy.testing.sync_admin import SyncFakeAdmin

@@ -22,7 +22,7 @@ from typing import Any
 
 import httpx
 
-from fake_lucy.domain.seed import DEFAULT_ADMIN_TOKEN
+from fake_lucy.domain.defaults import DEFAULT_ADMIN_TOKEN
 from fake_lucy.testing.admin import FakeAdmin
 from fake_lucy.testing.fakes import _Shape
 from fake_lucy.testing.sync_admin import SyncFakeAdmin

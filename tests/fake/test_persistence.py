@@ -8,7 +8,7 @@ import sqlite3
 import httpx
 import pytest
 
-from fake_lucy.store.tables import fts_table
+from fake_lucy.store.schema import fts_table
 from fake_lucy.testing import InProcessFake
 from tests.helpers import proposal_body, propose, recall
 

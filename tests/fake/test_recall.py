@@ -15,7 +15,7 @@ from fake_lucy.domain.principals import Scope
 from fake_lucy.domain.recall import MAX_TERMS, query_terms
 from fake_lucy.http.openapi import v1_openapi
 from fake_lucy.store.connection import Database
-from fake_lucy.store.tables import fts_table
+from fake_lucy.store.schema import fts_table
 from lucy_memory._contract import load_contract
 from tests.helpers import PROJECT, WORKSPACE, approved_memory, recall
 

@@ -12,8 +12,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from fake_lucy.cli import _announce, main
+from fake_lucy.cli import main
 from fake_lucy.runtime import FakeLucy
+from fake_lucy.serve import _announce
 from fake_lucy.settings import FakeLucySettings, load_settings
 from fake_lucy.testing import ServeProcess
 from fake_lucy.testing.fakes import STARTUP_LIMIT

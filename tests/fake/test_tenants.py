@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from fake_lucy.domain.clock import format_us, parse_timestamp
-from fake_lucy.store.tables import fts_table
+from fake_lucy.store.schema import fts_table
 from fake_lucy.testing import AdminError, FakeAdmin, InProcessFake
 from lucy_memory._contract import load_contract
 from tests.conftest import HOOKS

@@ -1,0 +1,228 @@
+"""``fake-lucy serve``: run the fake under uvicorn.
+
+Imported by ``fake_lucy.cli`` for this command alone: the operator commands talk to a running fake
+over HTTP and start without the server (uvicorn, FastAPI, the app, the database).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+import sysconfig
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import uvicorn
+from pydantic import ValidationError
+
+from fake_lucy import __version__
+from fake_lucy.app import create_app
+from fake_lucy.domain import sessions
+from fake_lucy.domain.defaults import DEFAULT_ADMIN_TOKEN, DEV_TOKEN
+from fake_lucy.http.console import PREFIX as CONSOLE
+from fake_lucy.runtime import FakeLucy, SeedMismatchError
+from fake_lucy.server_log import RequestLogger
+from fake_lucy.settings import FakeLucySettings, load_settings
+from fake_lucy.snapshot_file import export_file, import_file
+from lucy_memory._contract import PERMISSIONS
+
+__all__ = ["PROTOCOL", "mcp_host_configuration", "run", "serve"]
+
+log = logging.getLogger("fake_lucy")
+PROTOCOL = "fake_lucy.http.uvicorn_protocol:AbortingH11Protocol"
+MCP_SERVER_SCRIPT = "lucy-memory-mcp"
+
+
+def mcp_host_configuration(base_url: str) -> dict[str, object]:
+    """A ready ``mcpServers`` block that runs this environment's ``lucy-memory-mcp`` against the fake with
+    the dev seed. The dev token is the fake's public, built-in token (refused off loopback), so printing
+    it is safe; a real deployment's token belongs in the host's secret store."""
+    command = str(Path(sysconfig.get_path("scripts")) / MCP_SERVER_SCRIPT)
+    return {
+        "mcpServers": {
+            "lucy-memory-dev": {
+                "command": command,
+                "args": [],
+                "env": {
+                    "LUCY_MEMORY_BASE_URL": base_url,
+                    "LUCY_MEMORY_ALLOW_INSECURE_LOOPBACK": "1",
+                    "LUCY_MEMORY_PERMISSIONS": ",".join(PERMISSIONS),
+                    "LUCY_MEMORY_TOKEN": DEV_TOKEN,
+                },
+            }
+        }
+    }
+
+
+_SEEDING: dict[str, str] = {
+    "applied": "applied to this new database",
+    "reset": "applied again: --reset-on-start wiped the database",
+    "kept": "applied when this database was created; its state since then is kept",
+}
+
+
+def _console_line(settings: FakeLucySettings, fake: FakeLucy, origin: str) -> str:
+    """``console: <url>``: on a loopback bind a one-time login link (single use, 10 minutes)."""
+    if not fake.loopback:
+        return f"  console:      {origin}{CONSOLE}/   (log in with the admin token)"
+    with fake.db.write() as conn:
+        token = sessions.create_link(conn)
+    return f"  console:      {origin}{CONSOLE}/login/{token}   (one-time login link, 10 minutes)"
+
+
+def _announce(settings: FakeLucySettings, fake: FakeLucy) -> None:
+    host = settings.host if ":" not in settings.host else f"[{settings.host}]"
+    origin = f"http://{host}:{settings.port}"
+    lines = [
+        f"fake-lucy {__version__} on {origin} (database {settings.database})",
+        f"  v1 base URL:  {origin}   (API under {fake.contract['base_path']})",
+        _console_line(settings, fake, origin),
+    ]
+    refused = "" if fake.loopback else "   REFUSED here (401): not a loopback address"
+    if settings.seed is None:
+        lines.append(f"  dev token:    {DEV_TOKEN}   (tenant_dev / acct_dev, read + propose){refused}")
+    else:
+        lines.append(
+            f"  seed:         {settings.seed} ({_SEEDING[fake.seed_outcome]}; tokens as listed in the seed)"
+        )
+    if fake.admin_token_is_builtin:
+        lines.append(f"  admin token:  {DEFAULT_ADMIN_TOKEN}   (control API under /_fake){refused}")
+    else:
+        lines.append("  admin token:  as configured (FAKE_LUCY_ADMIN_TOKEN or --admin-token-file)")
+    if not fake.loopback:
+        log.warning("listening on a non-loopback address: the built-in tokens are refused (401)")
+    elif settings.seed is None:
+        lines.append("  MCP host configuration (lucy-memory-mcp on this fake, with the public dev token):")
+        lines.append(json.dumps(mcp_host_configuration(f"http://{host}:{settings.port}"), indent=2))
+    print("\n".join(lines), flush=True)
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """The listening socket, bound before the banner: the banner then names a port that answers
+    (``--port 0`` included), and a port in use or a bad host is one line, not a banner and a log."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(2048)  # from here on a client that read the banner is queued until uvicorn accepts
+    except OSError as exc:  # socket.gaierror included
+        sock.close()
+        raise OSError(f"cannot listen on {host}:{port} ({exc.strerror or exc})") from None
+    return sock
+
+
+@contextmanager
+def _stopping_gracefully() -> Iterator[None]:
+    """SIGTERM and SIGINT stop the server and then let this process finish its work.
+
+    uvicorn restores the handlers it found when it stops and raises the signal again; these
+    handlers are the ones it finds, so the signal is taken as "stop" (and a second one during the
+    export is ignored) instead of ending the process before the export is written.
+    """
+    received: list[int] = []
+    previous = {sig: signal.signal(sig, lambda sig, frame: received.append(sig)) for sig in _STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def serve(settings: FakeLucySettings) -> None:
+    fake = FakeLucy(settings)  # creates and seeds the database before any worker starts
+    if settings.import_file is not None:
+        import_file(fake, settings.import_file)
+    if settings.export_on_exit is None:
+        _run(settings, fake)
+        return
+    with _stopping_gracefully():
+        _run(settings, fake)
+        if fake.db.closed:  # several workers: the parent closed its connection before they started
+            fake = FakeLucy(settings, initialise=False)
+        export_file(fake, settings.export_on_exit)
+        log.info("wrote the snapshot %s", settings.export_on_exit)
+
+
+WORKER_HEALTHCHECK_SECONDS = 60
+
+
+def _run(settings: FakeLucySettings, fake: FakeLucy) -> None:
+    # One worker: this process listens. Several: uvicorn's supervisor binds, so only --port 0 is
+    # resolved here (a port that was free a moment ago).
+    bound = _listen(settings.host, settings.port) if settings.workers == 1 or settings.port == 0 else None
+    if bound is not None:
+        settings = settings.model_copy(update={"port": bound.getsockname()[1]})
+    _announce(settings, fake)
+    if settings.workers == 1:
+        config = uvicorn.Config(
+            create_app(fake, request_log=None if settings.quiet else RequestLogger()),
+            host=settings.host,
+            port=settings.port,
+            http=PROTOCOL,
+            lifespan="off",
+            log_level="warning",
+        )
+        uvicorn.Server(config).run(sockets=None if bound is None else [bound])
+        return
+    if bound is not None:
+        bound.close()  # the workers' supervisor binds the port it was given (free a moment ago)
+    fake.close()
+    parent_only = {"admin_token", "admin_token_file", "import_file", "export_on_exit"}
+    for name, value in settings.model_dump(exclude=parent_only).items():
+        if value is not None:
+            os.environ[f"FAKE_LUCY_{name.upper()}"] = str(value)
+    os.environ.pop("FAKE_LUCY_RESET_ON_START", None)
+    admin = settings.resolved_admin_token()
+    if admin is not None:
+        os.environ["FAKE_LUCY_ADMIN_TOKEN"] = admin
+    uvicorn.run(
+        "fake_lucy.app:create_app_from_environment",
+        factory=True,
+        host=settings.host,
+        port=settings.port,
+        workers=settings.workers,
+        http=PROTOCOL,
+        lifespan="off",
+        log_level="warning",
+        # The supervisor pings each worker every half second and replaces one that has not
+        # answered within this many seconds, dropping its connections: on a busy CI machine a
+        # worker is slow, not hung (uvicorn's default is 5 s).
+        timeout_worker_healthcheck=WORKER_HEALTHCHECK_SECONDS,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """``fake-lucy serve`` with the parsed command line; returns the exit code."""
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    overrides = {k: v for k, v in vars(args).items() if k != "command"}
+    try:
+        settings = load_settings(**overrides)
+        settings.resolved_admin_token()
+    except ValidationError as exc:  # one line per setting, never pydantic's multi-line dump
+        problems = "; ".join(
+            f"{'.'.join(str(part) for part in error['loc'])}: {error['msg']}" for error in exc.errors()
+        )
+        print(f"fake-lucy: invalid configuration: {problems}", file=sys.stderr)
+        return 2
+    except (ValueError, OSError) as exc:
+        print(f"fake-lucy: invalid configuration: {exc}", file=sys.stderr)
+        return 2
+    try:
+        serve(settings)
+    except SeedMismatchError as exc:  # a usage error like a bad setting: exit 2
+        print(f"fake-lucy: {exc}", file=sys.stderr)
+        return 2
+    except (ValueError, OSError) as exc:
+        print(f"fake-lucy: {exc}", file=sys.stderr)
+        return 1
+    return 0
