@@ -9,9 +9,11 @@ serving, stdout carries only the protocol.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import textwrap
 from collections.abc import Sequence
+from typing import NoReturn
 
 import anyio
 
@@ -80,8 +82,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         anyio.run(serve_stdio, config)
     except KeyboardInterrupt:
-        return 130
-    return 0
+        return _end_process(130)
+    return _end_process(0)
+
+
+def _end_process(status: int) -> NoReturn:
+    """End the process once serving is over, without the interpreter's teardown: with the MCP SDK's
+    hundreds of models loaded, tearing the modules down takes ~0.2 s of CPU that the host waits for
+    after closing stdin. Everything of the server is closed by then (its HTTP client, the stdio
+    streams); the log and the standard streams are flushed first."""
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
 
 
 if __name__ == "__main__":
