@@ -316,7 +316,13 @@ class OperationTests:
     marks): the same operations, phases, seed, coverage cases and checks (the config's), run as the
     plugin runs them. A failure is schemathesis' report (the failing checks and a curl line to
     reproduce it, the operation in the test's id), the plugin's post-run errors are raised, and an
-    operation that schemathesis would skip fails instead.
+    operation that schemathesis would skip fails instead. (A few fuzzing-phase values differ from an
+    eager build, as they did before whenever another set of test files was collected: Hypothesis
+    draws some of them from the constants of the modules loaded so far.)
+
+    These are the plugin's own building blocks, not schemathesis' documented API (its lazy
+    ``schemathesis.pytest.from_fixture`` fails under pytest 9.2: it reads ``Item._nodeid``); uv.lock
+    pins the version, and a schemathesis that moves them fails this module's import.
     """
 
     def __init__(self, schema: schemathesis.BaseSchema, test: Callable[[schemathesis.Case], None]) -> None:
