@@ -71,7 +71,7 @@ class _FileSeconds:
         self.seconds: collections.Counter[str] = collections.Counter()
 
     # A file's seconds are the sum of its tests' finish times less the sum of their start times:
-    # no pairing needed (schemathesis gives every operation's test of a file the same node id).
+    # no pairing needed, so a node id that occurs more than once does no harm.
     def pytest_runtest_logstart(self, nodeid: str) -> None:
         self.seconds[_file(nodeid)] -= time.monotonic()
 

@@ -19,7 +19,7 @@ import sqlite3
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 from importlib import resources
-from typing import Any
+from typing import Any, Final, Literal, TypedDict
 from urllib.parse import parse_qsl
 
 from fastapi import APIRouter
@@ -39,10 +39,21 @@ from fake_lucy.runtime import FakeLucy
 from fake_lucy.text import pieces, word_diff
 from lucy_memory._contract import PROPOSAL_STATES, schema_validator
 
-__all__ = ["PREFIX", "console_router", "visible_markup"]
+__all__ = ["COOKIE", "COOKIE_ATTRIBUTES", "PREFIX", "CookieAttributes", "console_router", "visible_markup"]
 
 PREFIX = "/_fake/console"
 COOKIE = "fake_lucy_console"
+
+
+class CookieAttributes(TypedDict):
+    path: str
+    httponly: bool
+    samesite: Literal["strict"]
+
+
+# The session cookie's attributes, the same when it is set and when it is deleted (``secure`` is
+# set as well when the console is served over https).
+COOKIE_ATTRIBUTES: Final[CookieAttributes] = {"path": PREFIX, "httponly": True, "samesite": "strict"}
 MAX_FORM = 16_384
 PAGE = 50
 STATUSES = PROPOSAL_STATES
@@ -522,7 +533,7 @@ def console_router(fake: FakeLucy, stream: EventStream) -> APIRouter:
         except _BadInput as exc:
             return console.message("Bad request", str(exc), status=400)
         response = console.to_login()
-        response.delete_cookie(COOKIE, path=PREFIX, httponly=True, samesite="strict")
+        response.delete_cookie(COOKIE, **COOKIE_ATTRIBUTES)
         return response
 
     get("/login", login_page)
@@ -562,14 +573,7 @@ def console_router(fake: FakeLucy, stream: EventStream) -> APIRouter:
 
 
 def _set_cookie(response: Response, request: Request, session_id: str) -> None:
-    response.set_cookie(
-        COOKIE,
-        session_id,
-        path=PREFIX,
-        httponly=True,
-        samesite="strict",
-        secure=request.url.scheme == "https",
-    )
+    response.set_cookie(COOKIE, session_id, secure=request.url.scheme == "https", **COOKIE_ATTRIBUTES)
 
 
 def console_root() -> Response:

@@ -7,14 +7,17 @@ click did is checked through the control API. ``make screenshots`` runs this fil
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sqlite3
 import uuid
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
+import anyio.from_thread
 import httpx
 import pytest
 from mcp import Client
@@ -22,6 +25,7 @@ from mcp.types import Implementation
 from playwright.sync_api import Browser, BrowserContext, Page, expect
 
 from fake_lucy.domain import sessions
+from fake_lucy.http.console import COOKIE, COOKIE_ATTRIBUTES
 from fake_lucy.store.connection import Database
 from fake_lucy.testing import LiveServer
 from fake_lucy.testing.pytest_plugin import lucy_mcp_parameters
@@ -70,15 +74,35 @@ def proposal_status(server: LiveServer, proposal_id: str) -> dict[str, Any]:
     return next(p for p in items if p["id"] == proposal_id)
 
 
-def login_link(server: LiveServer) -> str:
-    # what ``fake-lucy serve`` does before printing the link (own connection: the server's is busy)
+@contextlib.contextmanager
+def server_database(server: LiveServer) -> Iterator[sqlite3.Connection]:
+    """A write transaction on the server's database file (own connection: the server's is busy)."""
     database = Database(server.fake.settings.database)
     try:
         with database.write() as conn:
-            token = sessions.create_link(conn)
+            yield conn
     finally:
         database.close()
+
+
+def login_link(server: LiveServer) -> str:
+    # what ``fake-lucy serve`` does before printing the link
+    with server_database(server) as conn:
+        token = sessions.create_link(conn)
     return f"{server.base_url}{CONSOLE}/login/{token}"
+
+
+def session_cookie(server: LiveServer, session_id: str) -> dict[str, Any]:
+    """The cookie the console sets for a session, in Playwright's form."""
+    return {
+        "name": COOKIE,
+        "value": session_id,
+        "domain": urlsplit(server.base_url).hostname or "",
+        "path": COOKIE_ATTRIBUTES["path"],
+        "httpOnly": COOKIE_ATTRIBUTES["httponly"],
+        "sameSite": COOKIE_ATTRIBUTES["samesite"].capitalize(),
+        "secure": urlsplit(server.base_url).scheme == "https",
+    }
 
 
 @pytest.fixture
@@ -91,7 +115,23 @@ def context(chromium: Browser, live: LiveServer) -> Iterator[BrowserContext]:
 
 @pytest.fixture
 def page(context: BrowserContext, live: LiveServer) -> Page:
-    """A page logged in with the admin token, on the review queue."""
+    """A page with a console session, on the review queue.
+
+    The session is started as a login starts it (``sessions.start``) and handed to the browser in
+    the cookie the console sets (the login test checks that cookie against the real one); the tests
+    of logging in and out go through the login form instead (``form_login``)."""
+    with server_database(live) as conn:
+        session_id = sessions.start(conn, None)
+    context.add_cookies([session_cookie(live, session_id)])
+    page = context.new_page()
+    page.goto(CONSOLE + "/")
+    expect(page.get_by_role("heading", name="Review queue")).to_be_visible()
+    return page
+
+
+@pytest.fixture
+def form_login(context: BrowserContext, live: LiveServer) -> Page:
+    """A page logged in through the login form with the admin token, on the review queue."""
     page = context.new_page()
     page.goto(CONSOLE + "/")
     page.get_by_label("Admin token").fill(live.admin_token)
@@ -124,15 +164,18 @@ def test_the_one_time_link_logs_the_browser_in_once(chromium: Browser, live: Liv
 
 
 def test_login_by_admin_token_sets_a_strict_httponly_cookie_and_never_shows_the_token(
-    context: BrowserContext, page: Page, live: LiveServer
+    context: BrowserContext, form_login: Page, live: LiveServer
 ) -> None:
     (cookie,) = context.cookies()
     assert cookie["httpOnly"] is True
     assert cookie["sameSite"] == "Strict"
     assert cookie["path"] == CONSOLE
-    assert live.admin_token not in page.content()
-    assert live.admin_token not in page.url
-    assert page.evaluate("document.cookie") == ""  # not readable by scripts
+    # the cookie the other tests' ``page`` carries is this one, attribute for attribute
+    made = session_cookie(live, cookie["value"])
+    assert {name: cookie[name] for name in made} == made
+    assert live.admin_token not in form_login.content()
+    assert live.admin_token not in form_login.url
+    assert form_login.evaluate("document.cookie") == ""  # not readable by scripts
 
 
 def test_a_wrong_admin_token_is_refused_on_the_login_page(context: BrowserContext) -> None:
@@ -198,7 +241,10 @@ def test_markup_in_a_proposal_is_shown_as_text_and_runs_nothing(page: Page, live
     assert dialogs == []
 
 
-def test_logout_ends_the_session_on_the_server(context: BrowserContext, page: Page, live: LiveServer) -> None:
+def test_logout_ends_the_session_on_the_server(
+    context: BrowserContext, form_login: Page, live: LiveServer
+) -> None:
+    page = form_login
     (cookie,) = context.cookies()
     page.get_by_role("button", name="Log out").click()
     expect(page.get_by_label("Admin token")).to_be_visible()
@@ -276,22 +322,25 @@ def test_the_queue_shows_a_replacement_as_a_difference_and_requests_as_retry_cha
     _screenshot(page, "requests.png")
 
 
-def mcp_tool(server: LiveServer, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    """One tool call of a real ``lucy-memory-mcp`` stdio process, as a host makes it (in a thread of
-    its own: Playwright's sync API holds this one)."""
+@contextlib.contextmanager
+def mcp_host(server: LiveServer) -> Iterator[Callable[[str, dict[str, Any]], dict[str, Any]]]:
+    """A real ``lucy-memory-mcp`` stdio process held open as a host holds it, for one tool call
+    after another (its event loop runs in a thread of its own: Playwright's sync API holds this one)."""
+    parameters = lucy_mcp_parameters(server, token=server.dev_token, permissions="memory:read,memory:propose")
+    host = Client(parameters, client_info=Implementation(name="browser-test", version="1"))
+    with (
+        anyio.from_thread.start_blocking_portal() as portal,
+        portal.wrap_async_context_manager(host) as client,
+    ):
 
-    async def call() -> dict[str, Any]:
-        parameters = lucy_mcp_parameters(
-            server, token=server.dev_token, permissions="memory:read,memory:propose"
-        )
-        async with Client(parameters, client_info=Implementation(name="browser-test", version="1")) as client:
-            result = await client.call_tool(tool, arguments)
-        assert result.is_error is False, result
-        content: dict[str, Any] = result.structured_content
-        return content
+        async def call(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+            with anyio.fail_after(120):
+                result = await client.call_tool(tool, arguments)
+            assert result.is_error is False, result
+            content: dict[str, Any] = result.structured_content
+            return content
 
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(anyio.run, call).result(timeout=120)
+        yield lambda tool, arguments: portal.call(call, tool, arguments)
 
 
 def test_an_agents_proposal_appears_within_a_second_and_approving_it_makes_it_recallable(
@@ -299,22 +348,22 @@ def test_an_agents_proposal_appears_within_a_second_and_approving_it_makes_it_re
 ) -> None:
     """Issue 14, must-hold 1: lucy-memory-mcp proposes, the open queue shows it, Approve, recall finds it."""
     expect(page.locator("#live-status")).to_have_text("live")
-    proposed = mcp_tool(
-        live,
-        "memory_propose",
-        {
-            "kind": "decision",
-            "content": "Feature flags live in LaunchDarkly.",
-            "scope": {"kind": "project", "id": "project_example"},
-        },
-    )
-    proposal_id = proposed["proposal"]["id"]
-    card = page.locator(f"article#{proposal_id}")
-    expect(card).to_contain_text("Feature flags live in LaunchDarkly.", timeout=1_000)
-    card.get_by_role("button", name="Approve").click()
-    expect(card).to_have_count(0)
-    assert proposal_status(live, proposal_id)["status"] == "approved"
-    recalled = mcp_tool(live, "memory_recall", {"query": "Where do feature flags live?", "limit": 3})
+    with mcp_host(live) as call_tool:
+        proposed = call_tool(
+            "memory_propose",
+            {
+                "kind": "decision",
+                "content": "Feature flags live in LaunchDarkly.",
+                "scope": {"kind": "project", "id": "project_example"},
+            },
+        )
+        proposal_id = proposed["proposal"]["id"]
+        card = page.locator(f"article#{proposal_id}")
+        expect(card).to_contain_text("Feature flags live in LaunchDarkly.", timeout=1_000)
+        card.get_by_role("button", name="Approve").click()
+        expect(card).to_have_count(0)
+        assert proposal_status(live, proposal_id)["status"] == "approved"
+        recalled = call_tool("memory_recall", {"query": "Where do feature flags live?", "limit": 3})
     assert [m["content"] for m in recalled["memories"]] == ["Feature flags live in LaunchDarkly."]
 
 

@@ -21,12 +21,35 @@ import re
 import shutil
 import tempfile
 import time
+import unittest
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import hypothesis
+import pytest
 import schemathesis
-from schemathesis.checks import CheckContext, not_a_server_error
+from schemathesis.checks import CheckContext, load_all_checks, not_a_server_error
+from schemathesis.core.control import SkipTest
+from schemathesis.core.errors import InvalidHeadersExample
+from schemathesis.core.failures import FailureGroup, as_reported_failure
+from schemathesis.core.result import Ok
+from schemathesis.generation.feedback import FeedbackSources
+from schemathesis.generation.hypothesis.builder import (
+    InvalidHeadersExampleMark,
+    MissingPathParameters,
+    UnserializablePayloadMark,
+)
+from schemathesis.generation.hypothesis.reporting import ignore_hypothesis_output
+from schemathesis.pytest._keys import track_schema
+from schemathesis.pytest._test_builder import build_operation_test
+from schemathesis.pytest.plugin import SchemaHandleMark
+from schemathesis.pytest.warnings import (
+    emit_constants_warnings,
+    emit_openapi_auth_warnings,
+    emit_unserializable_payload_warning,
+)
+from schemathesis.python._constants.orchestrator import make_constants_value_source
 
 from fake_lucy.domain.seed import DEFAULT_SEED
 from fake_lucy.testing import InProcessFake
@@ -41,6 +64,7 @@ __all__ = [
     "PROFILE",
     "TALLY",
     "FuzzProfile",
+    "OperationTests",
     "Tally",
     "fuzz_config",
     "not_a_server_error_unless_injected",
@@ -279,3 +303,76 @@ class Tally:
 
 
 TALLY = Tally()
+
+
+class OperationTests:
+    """A document's schemathesis tests, one per operation, each built when it runs.
+
+    ``@schema.parametrize()`` builds every operation's Hypothesis test while pytest collects, and
+    the coverage phase draws all of its cases there (~2.5 s of CPU for the three documents); under
+    pytest-xdist every worker collects every test, so each worker paid it. Here pytest collects one
+    parameter per operation (``labels``) and ``run`` builds that operation's test with the builder
+    schemathesis' pytest plugin calls (``build_operation_test``, with the schema ``parametrize``
+    marks): the same operations, phases, seed, coverage cases and checks (the config's), run as the
+    plugin runs them. A failure is schemathesis' report (the failing checks and a curl line to
+    reproduce it, the operation in the test's id), the plugin's post-run errors are raised, and an
+    operation that schemathesis would skip fails instead. (A few fuzzing-phase values differ from an
+    eager build, as they did before whenever another set of test files was collected: Hypothesis
+    draws some of them from the constants of the modules loaded so far.)
+
+    These are the plugin's own building blocks, not schemathesis' documented API (its lazy
+    ``schemathesis.pytest.from_fixture`` fails under pytest 9.2: it reads ``Item._nodeid``); uv.lock
+    pins the version, and a schemathesis that moves them fails this module's import.
+    """
+
+    def __init__(self, schema: schemathesis.BaseSchema, test: Callable[[schemathesis.Case], None]) -> None:
+        self.test = schema.parametrize()(test)
+        marked = SchemaHandleMark.get(self.test)
+        assert marked is not None
+        self.schema: schemathesis.BaseSchema = marked
+        self.labels = [
+            result.ok().label if isinstance(result, Ok) else result.err().label
+            for result in self.schema.get_all_operations()
+        ]
+        # built here, as the plugin builds it when it collects: the constants of the app's modules
+        self.feedback = FeedbackSources(constants_value_source=make_constants_value_source(self.schema))
+        self._ready = False
+
+    def run(self, label: str, config: pytest.Config) -> None:
+        __tracebackhide__ = True
+        if not self._ready:  # once per document and process, as the plugin does when it collects
+            load_all_checks()
+            track_schema(config, self.schema)  # for the checks that run once the session ends
+            emit_openapi_auth_warnings(self.schema)
+            emit_constants_warnings(self.schema)
+            self._ready = True
+        (result,) = [
+            found
+            for found in self.schema.get_all_operations()
+            if (found.ok().label if isinstance(found, Ok) else found.err().label) == label
+        ]
+        if not isinstance(result, Ok):
+            raise result.err()
+        test = build_operation_test(
+            config=self.schema.config,
+            operation=result.ok(),
+            test_func=self.test,
+            given_kwargs={},
+            feedback=self.feedback,
+        )
+        try:
+            with ignore_hypothesis_output():
+                test()
+        except FailureGroup as exc:
+            raise as_reported_failure(exc) from None
+        except (SkipTest, unittest.SkipTest) as exc:
+            pytest.fail(f"schemathesis skipped {label}: {exc}")
+        unserializable = UnserializablePayloadMark.get(test)
+        if unserializable is not None:
+            emit_unserializable_payload_warning(unserializable)
+        invalid_headers = InvalidHeadersExampleMark.get(test)
+        if invalid_headers is not None:
+            raise InvalidHeadersExample.from_headers(invalid_headers)
+        missing_path_parameters = MissingPathParameters.get(test)
+        if missing_path_parameters:
+            raise missing_path_parameters

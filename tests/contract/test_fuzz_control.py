@@ -25,6 +25,7 @@ from tests.contract.fuzzing import (
     FUZZ_CREDITS,
     FUZZ_TOKEN,
     TALLY,
+    OperationTests,
     close_throwaway,
     fuzz_config,
     not_a_server_error_unless_injected,
@@ -72,12 +73,21 @@ def test_random_generation_covers_every_control_operation_but_the_disruptive_one
     assert _operation_ids(schema) == set(CONTRACT["operations"]) - set(DISRUPTIVE_CONTROL_OPERATIONS)
 
 
-@schema.parametrize()
-def test_every_other_control_operation_holds_the_contract_under_fuzzing(case: Case) -> None:
+def _every_case(case: Case) -> None:
     FAKE.reset()
     TALLY.start("control")
     response = case.call_and_validate(**INJECTED_SAFE)
     TALLY.record("control", response.status_code)
+
+
+FUZZ = OperationTests(schema, _every_case)
+
+
+@pytest.mark.parametrize("operation", FUZZ.labels)
+def test_every_other_control_operation_holds_the_contract_under_fuzzing(
+    operation: str, request: pytest.FixtureRequest
+) -> None:
+    FUZZ.run(operation, request.config)
 
 
 # -- the disruptive operations, by example ---------------------------------------------------------

@@ -25,6 +25,7 @@ from lucy_memory._contract import load_contract
 from tests.contract.fuzzing import (
     FUZZ_TOKEN,
     TALLY,
+    OperationTests,
     close_throwaway,
     fuzz_config,
     not_a_server_error_unless_injected,
@@ -92,13 +93,22 @@ def test_random_generation_covers_every_control_operation() -> None:
     assert {"create_tenant", "delete_tenant"} <= covered
 
 
-@CONTROL.parametrize()
-def test_every_control_operation_holds_the_contract_with_a_tenant_admin_token(case: Case) -> None:
+def _every_case(case: Case) -> None:
     _reset_the_tenant()
     TALLY.start("control, tenant admin")
     response = case.call_and_validate(**INJECTED_SAFE)
     TALLY.record("control, tenant admin", response.status_code)
     assert _everything_but_the_tenant() == BEFORE, "a tenant admin changed something outside its tenant"
+
+
+FUZZ = OperationTests(CONTROL, _every_case)
+
+
+@pytest.mark.parametrize("operation", FUZZ.labels)
+def test_every_control_operation_holds_the_contract_with_a_tenant_admin_token(
+    operation: str, request: pytest.FixtureRequest
+) -> None:
+    FUZZ.run(operation, request.config)
 
 
 def test_the_server_wide_operations_are_403_forbidden_by_example() -> None:

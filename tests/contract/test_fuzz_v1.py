@@ -18,6 +18,7 @@ from lucy_memory._contract import load_contract
 from tests.contract.fuzzing import (
     FUZZ_TOKEN,
     TALLY,
+    OperationTests,
     close_throwaway,
     fuzz_config,
     repair_positive_headers,
@@ -48,14 +49,23 @@ def test_the_fuzzer_sees_every_v1_operation_of_the_contract() -> None:
     assert seen == expected
 
 
-@schema.parametrize()
-def test_every_v1_operation_holds_the_contract_under_fuzzing(case: Case) -> None:
+def _every_case(case: Case) -> None:
     FAKE.reset()
     repair_positive_headers(case)
     TALLY.start("v1")
     response = case.call_and_validate()
     TALLY.record("v1", response.status_code)
     assert response.status_code != 402, "the reset should have restored the fuzzing credits"
+
+
+FUZZ = OperationTests(schema, _every_case)
+
+
+@pytest.mark.parametrize("operation", FUZZ.labels)
+def test_every_v1_operation_holds_the_contract_under_fuzzing(
+    operation: str, request: pytest.FixtureRequest
+) -> None:
+    FUZZ.run(operation, request.config)
 
 
 class _V1Workflow(schema.as_state_machine()):  # type: ignore[misc]

@@ -1,11 +1,14 @@
-"""The pytest plugin as a user meets it: registered by entry point, fixtures reset per test."""
+"""The pytest plugin as a user meets it: registered by entry point, fixtures reset per test, and
+users' own suites run as their own project under pytest-xdist."""
 
 from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import textwrap
+from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
 
@@ -82,24 +85,41 @@ def _readme_examples() -> list[str]:
     return re.findall(r"```python\n(.*?)```", section, re.DOTALL)
 
 
-@pytest.fixture(scope="module")
-def users_suite(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
-    """A user's suite (the README's example and USER_TESTS), run once as ``pytest -n 2`` in a process.
+SUITE = Path(__file__).resolve().parent / "user_suite"
 
-    Returns the outcome of each test by file (from the ``-rA`` summary), and the exit status. pytest
-    starts three interpreters here (xdist's controller and two workers); this project's own
-    test-only plugins (schemathesis, hypothesis) are left out of them: a user's suite has no need
-    of them.
+
+@dataclass(frozen=True)
+class UsersRun:
+    outcomes: dict[str, list[str]]  # file name (without .py) -> each test's outcome, from -rA
+    passed: list[str]  # "folder/file.py::test" of each test that passed
+    exit: tuple[int, str]  # the exit status and the end of the output
+
+    def explain(self) -> str:
+        return f"exit {self.exit[0]}: {self.exit[1]}"
+
+
+@pytest.fixture(scope="module")
+def users_suites(tmp_path_factory: pytest.TempPathFactory) -> UsersRun:
+    """Two users' suites, each a folder with its own conftest, run as one ``pytest -n 2`` in a process:
+    ``readme/`` (the README's example and USER_TESTS) and ``user_suite/`` (written from the README's
+    plugin section: sync tests, the SDK and MCP sharing one fake, and a rate limit).
+
+    One run for both: pytest starts three interpreters here (xdist's controller and two workers),
+    each of which imports the fake for its fixtures. This project's own test-only plugins
+    (schemathesis, hypothesis) are left out of them: a user's suite has no need of them.
     """
-    suite = tmp_path_factory.mktemp("users-suite")
+    root = tmp_path_factory.mktemp("users-suites")
+    readme = root / "readme"
+    readme.mkdir()
     conftest, asynchronous, synchronous = _readme_examples()
-    (suite / "conftest.py").write_text(conftest)
-    (suite / "test_readme_example.py").write_text(asynchronous)
-    (suite / "test_readme_sync_example.py").write_text(synchronous)
-    (suite / "test_user_suite.py").write_text(USER_TESTS)
+    (readme / "conftest.py").write_text(conftest)
+    (readme / "test_readme_example.py").write_text(asynchronous)
+    (readme / "test_readme_sync_example.py").write_text(synchronous)
+    (readme / "test_user_suite.py").write_text(USER_TESTS)
+    shutil.copytree(SUITE, root / "user_suite", ignore=shutil.ignore_patterns("__pycache__"))
     result = subprocess.run(  # noqa: S603 - our own interpreter
-        users_pytest("-rA", "-n", "2", str(suite)),
-        cwd=suite,
+        users_pytest("-rA", "-n", "2", "readme", "user_suite"),
+        cwd=root,
         capture_output=True,
         text=True,
         timeout=300,
@@ -107,21 +127,36 @@ def users_suite(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]
     )
     outcomes: dict[str, list[str]] = {}
     for outcome, file in re.findall(
-        r"^(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS) (\w+)\.py", result.stdout, re.M
+        r"^(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS) (?:\w+/)*(\w+)\.py", result.stdout, re.M
     ):
         outcomes.setdefault(file, []).append(outcome)
-    outcomes["exit"] = [str(result.returncode), result.stdout[-3000:] + result.stderr[-3000:]]
-    return outcomes
+    passed = sorted(
+        line.split(" ", 1)[1] for line in result.stdout.splitlines() if line.startswith("PASSED ")
+    )
+    return UsersRun(outcomes, passed, (result.returncode, result.stdout[-3000:] + result.stderr[-3000:]))
 
 
 @pytest.mark.slow
-def test_a_users_suite_gets_the_fixtures_and_isolation_under_xdist(users_suite) -> None:
-    assert users_suite.get("test_user_suite") == ["PASSED"] * 4, users_suite["exit"]
+def test_a_users_suite_gets_the_fixtures_and_isolation_under_xdist(users_suites: UsersRun) -> None:
+    assert users_suites.outcomes.get("test_user_suite") == ["PASSED"] * 4, users_suites.explain()
 
 
 @pytest.mark.slow
-def test_the_readme_plugin_example_passes_as_a_users_suite(users_suite) -> None:
+def test_the_readme_plugin_example_passes_as_a_users_suite(users_suites: UsersRun) -> None:
     _, asynchronous, synchronous = _readme_examples()
-    assert users_suite.get("test_readme_example") == ["PASSED"] * asynchronous.count("def test_")
-    assert users_suite.get("test_readme_sync_example") == ["PASSED"] * synchronous.count("def test_")
-    assert users_suite["exit"][0] == "0", users_suite["exit"]
+    outcomes = users_suites.outcomes
+    assert outcomes.get("test_readme_example") == ["PASSED"] * asynchronous.count("def test_")
+    assert outcomes.get("test_readme_sync_example") == ["PASSED"] * synchronous.count("def test_")
+    assert users_suites.exit[0] == 0, users_suites.explain()
+
+
+@pytest.mark.slow
+def test_a_users_suite_written_from_the_readme_passes_under_two_xdist_workers(users_suites: UsersRun) -> None:
+    passed = [
+        name.removeprefix("user_suite/") for name in users_suites.passed if name.startswith("user_suite/")
+    ]
+    assert len(passed) == 10, users_suites.explain()
+    assert "test_async_host.py::test_a_429_with_retry_after_3_is_retried_without_sleeping" in passed
+    assert "test_async_host.py::test_what_the_sdk_proposes_the_mcp_host_recalls" in passed
+    assert "test_sync_review.py::test_a_memory_is_recalled_only_after_a_reviewer_approves_it" in passed
+    assert users_suites.exit[0] == 0, users_suites.explain()
