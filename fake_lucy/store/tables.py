@@ -386,7 +386,8 @@ _HEADER = """\
 
 def render_schema() -> str:
     """``schema.sql``: each table's ``CREATE TABLE`` (by name: no table refers to another) followed by
-    its indexes' ``CREATE INDEX`` (by name), without SQLAlchemy's blanks at the ends of lines."""
+    its indexes' ``CREATE INDEX`` (by name), one statement a line (the tables that share
+    ``ContentColumns`` would otherwise repeat them line for line in a file that declares nothing)."""
     dialect = sqlite.dialect()
     blocks = []
     for table in metadata.sorted_tables:
@@ -400,7 +401,8 @@ def render_schema() -> str:
 
 
 def _trimmed(sql: str) -> str:
-    return "\n".join(line.rstrip() for line in sql.strip().splitlines())
+    """One line: SQLAlchemy's lines stripped and joined (``CREATE TABLE t (a …, b …)``)."""
+    return " ".join(line.strip() for line in sql.strip().splitlines()).replace("( ", "(").replace(" )", ")")
 
 
 if __name__ == "__main__":

@@ -14,13 +14,13 @@ from fake_lucy.store.tables import metadata, render_schema
 
 def _layout(conn: sqlite3.Connection) -> dict[tuple[str, str], object]:
     """Every table and index (those SQLite makes for keys included) with its columns, as SQLite
-    describes them, and its SQL with the blanks folded (SQLAlchemy ends lines with a blank that
-    ``schema.sql`` does not keep)."""
+    describes them, and its SQL with the blanks folded (``schema.sql`` has each statement on one
+    line, where SQLAlchemy writes a table's columns one a line)."""
     layout: dict[tuple[str, str], object] = {}
     for kind, name, table, sql in conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_master"):
         pragma = "table_xinfo" if kind == "table" else "index_xinfo"
         columns = [tuple(row) for row in conn.execute(f"PRAGMA {pragma}({name})")]
-        folded = None if sql is None else " ".join(sql.replace(" \n", "\n").split())
+        folded = None if sql is None else " ".join(sql.split()).replace("( ", "(").replace(" )", ")")
         layout[(kind, name)] = (table, columns, folded)
     return layout
 
