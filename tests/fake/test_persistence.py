@@ -8,27 +8,13 @@ import sqlite3
 import httpx
 import pytest
 
-from fake_lucy.store.schema import fts_table
+from fake_lucy.store.schema import STATE_TABLES, fts_table
 from fake_lucy.testing import InProcessFake
 from tests.helpers import proposal_body, propose, recall
 
 pytestmark = pytest.mark.anyio
 
-TABLES = [
-    "tenants",
-    "accounts",
-    "credentials",
-    "memories",
-    "memory_versions",
-    "memory_access",
-    "proposals",
-    "idempotency_records",
-    "ledger",
-    "journal",
-    "faults",
-    "rate_buckets",
-    "server_state",
-]
+TABLES = STATE_TABLES  # every table of the fake's state
 
 
 def _dump(path, exclude=("server_state",)) -> dict:
