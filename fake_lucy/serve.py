@@ -154,6 +154,10 @@ def serve(settings: FakeLucySettings) -> None:
 
 
 WORKER_HEALTHCHECK_SECONDS = 60
+# An idle keep-alive connection stays open this long (uvicorn's default is 5 s): a test's client that
+# pauses between requests (a slow CI machine, a breakpoint) keeps its connection, instead of racing
+# the server's close with its next request.
+KEEP_ALIVE_SECONDS = 30
 
 
 def _run(settings: FakeLucySettings, fake: FakeLucy) -> None:
@@ -171,6 +175,7 @@ def _run(settings: FakeLucySettings, fake: FakeLucy) -> None:
             http=PROTOCOL,
             lifespan="off",
             log_level="warning",
+            timeout_keep_alive=KEEP_ALIVE_SECONDS,
         )
         uvicorn.Server(config).run(sockets=None if bound is None else [bound])
         return
@@ -194,6 +199,7 @@ def _run(settings: FakeLucySettings, fake: FakeLucy) -> None:
         http=PROTOCOL,
         lifespan="off",
         log_level="warning",
+        timeout_keep_alive=KEEP_ALIVE_SECONDS,
         # The supervisor pings each worker every half second and replaces one that has not
         # answered within this many seconds, dropping its connections: on a busy CI machine a
         # worker is slow, not hung (uvicorn's default is 5 s).
