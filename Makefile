@@ -11,10 +11,7 @@ PYTHON ?= python3
 UV_VERSION := 0.13.8
 UV := $(shell command -v uv 2>/dev/null || echo .tools/bin/uv)
 RUN := $(UV) run --frozen
-# pytest-xdist: two workers per core, at most 8 (PYTEST_WORKERS=N sets it, 0 runs in this process):
-# the suite waits on the processes it starts (servers, MCP hosts, a browser, inner pytest runs) as
-# much as it computes, so a second worker per core fills those waits (on 2 cores: 4 workers ~78 s,
-# 2 workers ~90-100 s, 6 workers ~87 s). worksteal hands each
+# pytest-xdist: one worker per core (PYTEST_WORKERS=0 runs in this process). worksteal hands each
 # worker one contiguous share of the suite (a module's tests, and its module fixture, mostly stay on
 # one worker) and lets an idle worker take over half of the other's remaining tests;
 # tests/conftest.py orders the files so that each share starts with its part of the long files (as
@@ -23,7 +20,7 @@ RUN := $(UV) run --frozen
 # test starts, would otherwise compile every module again, and pytest re-rewrite its plugins'
 # modules): the test targets write them even where the environment says PYTHONDONTWRITEBYTECODE.
 # They go to the ignored __pycache__ folders and .venv.
-PYTEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); w=$$((n * 2)); [ $$w -gt 8 ] && w=8; echo $$w)
+PYTEST_WORKERS ?= auto
 PYTEST := env -u PYTHONDONTWRITEBYTECODE $(RUN) pytest -W error -n $(PYTEST_WORKERS) --dist worksteal
 
 .PHONY: serve test test-fast lint typecheck pytest sync fuzz clean bench example screenshots
