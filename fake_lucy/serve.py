@@ -17,6 +17,7 @@ import sysconfig
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import uvicorn
 from pydantic import ValidationError
@@ -158,6 +159,13 @@ WORKER_HEALTHCHECK_SECONDS = 60
 # pauses between requests (a slow CI machine, a breakpoint) keeps its connection, instead of racing
 # the server's close with its next request.
 KEEP_ALIVE_SECONDS = 30
+# What one worker and several have in common.
+_UVICORN: dict[str, Any] = {
+    "http": PROTOCOL,
+    "lifespan": "off",
+    "log_level": "warning",
+    "timeout_keep_alive": KEEP_ALIVE_SECONDS,
+}
 
 
 def _run(settings: FakeLucySettings, fake: FakeLucy) -> None:
@@ -172,10 +180,7 @@ def _run(settings: FakeLucySettings, fake: FakeLucy) -> None:
             create_app(fake, request_log=None if settings.quiet else RequestLogger()),
             host=settings.host,
             port=settings.port,
-            http=PROTOCOL,
-            lifespan="off",
-            log_level="warning",
-            timeout_keep_alive=KEEP_ALIVE_SECONDS,
+            **_UVICORN,
         )
         uvicorn.Server(config).run(sockets=None if bound is None else [bound])
         return
@@ -196,10 +201,7 @@ def _run(settings: FakeLucySettings, fake: FakeLucy) -> None:
         host=settings.host,
         port=settings.port,
         workers=settings.workers,
-        http=PROTOCOL,
-        lifespan="off",
-        log_level="warning",
-        timeout_keep_alive=KEEP_ALIVE_SECONDS,
+        **_UVICORN,
         # The supervisor pings each worker every half second and replaces one that has not
         # answered within this many seconds, dropping its connections: on a busy CI machine a
         # worker is slow, not hung (uvicorn's default is 5 s).
