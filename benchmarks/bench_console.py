@@ -35,7 +35,6 @@ from benchmarks.common import (
     Summary,
     free_port,
     machine,
-    poll_until,
     serve_fake,
     set_credits,
     summarise,
@@ -44,6 +43,7 @@ from benchmarks.seeding import COMMON_TERM, RARE_TERM, Seeder
 from fake_lucy.runtime import FakeLucy
 from fake_lucy.settings import FakeLucySettings
 from fake_lucy.testing import InProcessFake, InProcessTransport
+from fake_lucy.testing.fakes import poll_until
 
 PROPOSALS = 10_000
 APPROVED = 100
@@ -158,11 +158,16 @@ def _stream_open(base: str, directory: Path) -> Iterator[Path]:
         ],
     )
     try:
-        poll_until(lambda: target.exists() and b"connected" in target.read_bytes(), "the stream opened", 10)
+        poll_until(lambda: b"connected" in _read(target), "the stream did not open", 10)
         yield target
     finally:
         reader.terminate()
         reader.wait(timeout=10)
+
+
+def _read(path: Path) -> bytes:
+    """What the stream has written to ``path`` so far (nothing before the file exists)."""
+    return path.read_bytes() if path.exists() else b""
 
 
 def _until_streamed(base: str, events: Path) -> None:
@@ -172,7 +177,7 @@ def _until_streamed(base: str, events: Path) -> None:
     )
     newest.raise_for_status()
     request_id = newest.json()["items"][-1]["request_id"].encode()
-    poll_until(lambda: request_id in events.read_bytes(), "the stream reached the newest request", 10)
+    poll_until(lambda: request_id in events.read_bytes(), "the stream did not reach the newest request", 10)
 
 
 def _http_with_and_without_stream(directory: Path) -> tuple[dict[str, dict[str, list[WrkResult]]], int]:

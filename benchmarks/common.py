@@ -9,14 +9,14 @@ import socket
 import sqlite3
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
 
+from fake_lucy.testing.fakes import poll_until
 from lucy_memory._contract import API_BASE_PATH
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -75,16 +75,6 @@ def free_port() -> int:
         probe.bind(("127.0.0.1", 0))
         port: int = probe.getsockname()[1]
         return port
-
-
-def poll_until(ready: Callable[[], bool], what: str, timeout: float) -> None:
-    """Until ``ready()`` says so, at most ``timeout`` seconds (``RuntimeError``: ``what`` did not
-    happen). For another process's socket or file, which give nothing to wait on: polled."""
-    deadline = time.monotonic() + timeout
-    while not ready():
-        if time.monotonic() >= deadline:
-            raise RuntimeError(f"{what} within {timeout} s")
-        time.sleep(0.05)
 
 
 def wait_http(url: str, timeout: float = 30, process: subprocess.Popen[bytes] | None = None) -> None:

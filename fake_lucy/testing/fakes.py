@@ -26,7 +26,7 @@ from fake_lucy.testing.sync_admin import SyncFakeAdmin
 from fake_lucy.testing.tls import shared_tls_context
 from fake_lucy.testing.transport import InProcessTransport
 
-__all__ = ["STARTUP_LIMIT", "InProcessFake", "LiveServer", "ServeProcess"]
+__all__ = ["STARTUP_LIMIT", "InProcessFake", "LiveServer", "ServeProcess", "poll_until"]
 
 # How long a server that is alive and still starting is waited for. Generous: on a busy 2-core
 # machine a process that imports the app can take tens of seconds; one that dies fails at once.
@@ -35,6 +35,19 @@ STARTUP_LIMIT = 120.0
 
 def _settings(database: Path | str, **options: Any) -> FakeLucySettings:
     return FakeLucySettings(database=str(database), **options)
+
+
+def poll_until(ready: Callable[[], bool], failure: str, timeout: float = STARTUP_LIMIT) -> None:
+    """Poll ``ready()`` until it is true, at most ``timeout`` seconds; then ``RuntimeError`` with
+    ``failure`` and the time waited. For another process's socket or file, which give nothing to
+    wait on: polled, less often as it goes (5 ms, doubling up to 100 ms)."""
+    deadline = time.monotonic() + timeout
+    pause = 0.005
+    while not ready():
+        if time.monotonic() >= deadline:
+            raise RuntimeError(f"{failure} after {timeout:.0f} s")
+        time.sleep(pause)
+        pause = min(pause * 2, 0.1)
 
 
 class _Shape:
@@ -192,18 +205,14 @@ class ServeProcess(_Shape):
         limit; a process that exits fails at once, with its stderr. Another process gives nothing to
         wait on but its socket, so this polls, less often as it goes.
         """
-        deadline = time.monotonic() + timeout
-        pause = 0.005
-        while True:
+
+        def alive_and_ready() -> bool:
             if self.process.poll() is not None:
                 _, err = self.process.communicate()
                 raise RuntimeError(f"fake-lucy serve exited with {self.process.returncode}: {err.strip()}")
-            if ready():
-                return
-            if time.monotonic() >= deadline:
-                raise RuntimeError(f"fake-lucy serve is running but not {what} after {timeout:.0f} s")
-            time.sleep(pause)
-            pause = min(pause * 2, 0.1)
+            return ready()
+
+        poll_until(alive_and_ready, f"fake-lucy serve is running but not {what}", timeout)
 
     def healthy(self) -> bool:
         """Whether ``/healthz`` answers 200 now."""
