@@ -12,11 +12,11 @@ result = await client.recall('{"query": "Which database did we approve?", "limit
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from lucy_memory import errors, models
 from lucy_memory._contract import PERMISSIONS, SchemaError
+from lucy_memory._lazy import lazy_names
 from lucy_memory.errors import *  # noqa: F403 - the whole error tree is public: see __all__ below
 from lucy_memory.models import *  # noqa: F403 - every result type is public: see __all__ below
 from lucy_memory.retry import DEFAULT_MAX_RETRIES, MAX_RETRY_AFTER_SECONDS
@@ -64,10 +64,7 @@ __all__ += errors.__all__
 __all__ += models.__all__
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _HOMES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(_HOMES[name]), name)
+__getattr__ = lazy_names(__name__, _HOMES)
 
 
 def __dir__() -> list[str]:

@@ -10,9 +10,9 @@ Layers: ``server`` (handlers) → ``render`` (text) and ``tools`` (definitions) 
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from lucy_memory._lazy import lazy_names
 from lucy_memory.mcp.config import McpConfigError, McpSettings, ServerConfig, load_settings, resolve_config
 from lucy_memory.mcp.tools import TOOL_NAMES, tools
 
@@ -42,7 +42,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _HOMES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(_HOMES[name]), name)
+__getattr__ = lazy_names(__name__, _HOMES)
