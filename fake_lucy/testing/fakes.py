@@ -45,7 +45,7 @@ def poll_until(ready: Callable[[], bool], failure: str, timeout: float = STARTUP
     pause = 0.005
     while not ready():
         if time.monotonic() >= deadline:
-            raise RuntimeError(f"{failure} after {timeout:.0f} s")
+            raise RuntimeError(f"{failure} after {timeout:g} s")
         time.sleep(pause)
         pause = min(pause * 2, 0.1)
 
