@@ -35,3 +35,21 @@ async def test_with_the_judge_off_a_retried_recall_is_journaled_but_is_no_findin
     assert [(item["code"], item["request_ids"]) for item in await admin.findings()] == [
         ("recall_retried", ids[1:])
     ]
+
+
+def test_the_in_process_part_times_the_judge_within_each_call_and_puts_it_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from benchmarks import bench_findings
+
+    for name, value in (("ROUNDS", 2), ("CALLS", 5), ("MEMORIES", 20)):
+        monkeypatch.setattr(bench_findings, name, value)
+    original = pipeline.V1Pipeline._observe
+    rows = bench_findings.run_in_process()
+    assert pipeline.V1Pipeline._observe is original
+    assert [row.name for row in rows] == list(bench_findings.OPERATIONS)
+    for row in rows:
+        assert 0 < row.judge_us < row.on_us, row
+        assert row.off_us > 0, row
+    table = bench_findings.section([], rows)
+    assert table[0] == "## 8. Findings: the judge's cost on the hot path"
