@@ -40,6 +40,7 @@ __all__ = [
     "finding_dict",
     "findings",
     "observe",
+    "poll_is_settled",
 ]
 
 CODES = (
@@ -485,6 +486,15 @@ def observe(
     else:
         judge.propose()
     return judge.found
+
+
+def poll_is_settled(*, series_settled: bool, status: int | None, retry_attempt: int) -> bool:
+    """Whether judging this status poll would find nothing and write nothing, so ``observe`` may be
+    skipped: its proposal's series was reported and last answered without a failure
+    (``store.SETTLED_SERIES``, read in the request's state statement), and this poll is answered
+    without one and carries no retry header. (``_Judge.status``: ``repeat`` has no failed answer to
+    judge and no header; the series row already says all that is needed.)"""
+    return series_settled and retry_attempt == 0 and not _retryable_failure(status)
 
 
 def findings(

@@ -8,7 +8,8 @@ principal carries (a clock change moves the epoch).
 of what the transaction writes), the billing authority, the account's balance and, again, whether
 a fault can fire (decided under the write lock, so the journal row may join the same commit) and
 the epoch of the recallable memories (``bump_index_epoch``), and whether the findings' watch on
-failed answers holds any row (with none, the judge of a recall or propose has nothing to look up).
+failed answers holds any row (with none, the judge of a recall or propose has nothing to look up);
+for a status poll, also whether its proposal's poll series is settled (``findings.poll_is_settled``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from fake_lucy.domain import clock
 from fake_lucy.domain.epochs import bump_index_epoch
 from fake_lucy.domain.errors import DomainError
+from fake_lucy.store.findings import SETTLED_SERIES
 
 __all__ = [
     "RequestStart",
@@ -44,6 +46,7 @@ class TransactionState:
     faults_armed: bool
     index_epoch: int
     watching: bool  # ``client_watch`` has a row (findings.observe)
+    series_settled: bool = False  # the polled proposal's series is settled (``poll`` was given)
 
 
 def at_start(conn: sqlite3.Connection) -> RequestStart:
@@ -53,18 +56,28 @@ def at_start(conn: sqlite3.Connection) -> RequestStart:
     return RequestStart(bool(armed), int(epoch))
 
 
-def in_transaction(conn: sqlite3.Connection, tenant: str, account: str) -> TransactionState:
-    row = conn.execute(
-        "SELECT t.clock_offset_us, t.clock_frozen_us, s.billing_available,"
-        " (SELECT balance FROM accounts WHERE id = ?),"
-        " EXISTS (SELECT 1 FROM faults WHERE remaining > 0), s.index_epoch,"
-        " EXISTS (SELECT 1 FROM client_watch)"
-        " FROM server_state s JOIN tenants t ON t.id = ? WHERE s.id = 1",
-        (account, tenant),
-    ).fetchone()
+_IN_TRANSACTION = (
+    "SELECT t.clock_offset_us, t.clock_frozen_us, s.billing_available,"
+    " (SELECT balance FROM accounts WHERE id = ?),"
+    " EXISTS (SELECT 1 FROM faults WHERE remaining > 0), s.index_epoch,"
+    " EXISTS (SELECT 1 FROM client_watch){}"
+    " FROM server_state s JOIN tenants t ON t.id = ? WHERE s.id = 1"
+)
+_STATE = _IN_TRANSACTION.format("")
+_STATE_AND_SERIES = _IN_TRANSACTION.format(", " + SETTLED_SERIES)
+
+
+def in_transaction(
+    conn: sqlite3.Connection, tenant: str, account: str, *, poll: tuple[str, str] | None = None
+) -> TransactionState:
+    """``poll``: the credential and proposal id of a status poll, whose series is read too."""
+    if poll is None:
+        row = conn.execute(_STATE, (account, tenant)).fetchone()
+    else:
+        row = conn.execute(_STATE_AND_SERIES, (account, *poll, tenant)).fetchone()
     if row is None:  # deleted by another request since this one authenticated
         raise DomainError("unauthenticated", "the bearer token's tenant has been deleted")
-    offset, frozen, available, balance, armed, index_epoch, watching = row
+    offset, frozen, available, balance, armed, index_epoch, watching, *settled = row
     return TransactionState(
         now_us=clock.from_state(offset, frozen),
         billing_available=bool(available),
@@ -72,6 +85,7 @@ def in_transaction(conn: sqlite3.Connection, tenant: str, account: str) -> Trans
         faults_armed=bool(armed),
         index_epoch=int(index_epoch),
         watching=bool(watching),
+        series_settled=bool(settled and settled[0]),
     )
 
 

@@ -97,6 +97,16 @@ class _Call:
     secret_key: bool = False  # the Idempotency-Key matches a secret pattern (SPEC 1.5)
 
 
+def _subject(call: _Call) -> str:
+    """What the findings judge a request by: the sha256 of its body, or the proposal id it polls."""
+    if call.proposal_id is None:
+        return call.journal.body_sha256
+    if len(call.proposal_id) <= _MAX_SUBJECT:
+        return call.proposal_id
+    # a path no proposal id matches: its hash is as good a name and stays small
+    return hashlib.sha256(call.proposal_id.encode("utf-8", "surrogatepass")).hexdigest()
+
+
 class V1Pipeline:
     def __init__(self, fake: FakeLucy, log: RequestLog | None = None) -> None:
         self.fake = fake
@@ -221,18 +231,12 @@ class V1Pipeline:
         findings recorded: the place where each becomes a ``finding`` event (SPEC 3.7), in the
         same transaction and so in commit order."""
         journal = call.journal
-        if call.proposal_id is None:
-            subject = journal.body_sha256
-        elif len(call.proposal_id) <= _MAX_SUBJECT:
-            subject = call.proposal_id
-        else:  # a path no proposal id matches: its hash is as good a name and stays small
-            subject = hashlib.sha256(call.proposal_id.encode("utf-8", "surrogatepass")).hexdigest()
         observation = findings.Observation(
             request_id=call.request_id,
             tenant_id=call.principal.tenant_id,
             credential_id=call.principal.credential_id,
             operation=call.operation,
-            subject=subject,
+            subject=_subject(call),
             idempotency_key=journal.idempotency_key,
             retry_attempt=journal.retry_attempt,
             status=journal.status,
@@ -448,7 +452,10 @@ class V1Pipeline:
         call.journal.status = status
         call.journal.charged = True
         self._journal(conn, call)
-        self._observe(conn, call, None, None, watching=tx.watching)
+        if not findings.poll_is_settled(
+            series_settled=tx.series_settled, status=status, retry_attempt=call.journal.retry_attempt
+        ):
+            self._observe(conn, call, None, None, watching=tx.watching)
         call.journaled = True
 
     async def _recall(self, call: _Call, body: dict[str, Any]) -> Response:
@@ -503,7 +510,8 @@ class V1Pipeline:
         if errors:  # 9: the path parameter is the request of this operation
             raise schema_problem(errors)
         with self._transaction() as conn:
-            tx = server_state.in_transaction(conn, principal.tenant_id, principal.account_id)
+            poll = (principal.credential_id, _subject(call))
+            tx = server_state.in_transaction(conn, principal.tenant_id, principal.account_id, poll=poll)
             now = clock.format_us(tx.now_us)
             lifecycle.expire_due(conn, principal.tenant_id, now)
             record = lifecycle.visible_proposal(conn, principal, proposal_id)

@@ -17,6 +17,7 @@ from fake_lucy.store.queries import Page
 from fake_lucy.store.records import record_from_row
 
 __all__ = [
+    "SETTLED_SERIES",
     "FindingRecord",
     "SeriesRecord",
     "WatchRecord",
@@ -155,6 +156,15 @@ def drop_watch(conn: sqlite3.Connection, credential_id: str, kind: str, subject:
 
 
 # -- status polls ---------------------------------------------------------------------------------
+
+
+# A SQL expression (bound: credential id, proposal id): the proposal's poll series was reported and
+# its last answer was no 429, 5xx or dropped connection. A poll of it answered 200 without a retry
+# header then changes nothing (``findings.poll_is_settled``).
+SETTLED_SERIES = (
+    "EXISTS (SELECT 1 FROM poll_series WHERE credential_id = ? AND proposal_id = ? AND reported"
+    " AND last_status IS NOT NULL AND last_status <> 429 AND last_status < 500)"
+)
 
 
 def poll_series(conn: sqlite3.Connection, credential_id: str, proposal_id: str) -> SeriesRecord | None:

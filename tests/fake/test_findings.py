@@ -114,6 +114,26 @@ async def test_forty_status_polls_in_a_tight_loop_are_status_polling_unbounded(n
     assert request_ids in (polls[:10], polls[:31])
 
 
+async def test_polls_after_the_series_was_reported_are_still_judged_for_retries(naive, admin) -> None:
+    """Once a proposal's polling was reported, a poll answered 200 without a retry header changes
+    nothing; a retry header, or a poll after a failed one, is still a finding."""
+    proposal_id = (await naive.propose("naive-key")).json()["proposal"]["id"]
+    for _ in range(45):
+        assert (await naive.status(proposal_id)).status_code == 200
+    assert [code for code, _ in await _findings(admin)] == ["status_polling_unbounded"]
+    assert (await naive.status(proposal_id, **{"Lucy-Retry-Attempt": "1"})).status_code == 200
+    header = naive.request_ids[-1]
+    await admin.add_fault("proposal_status", 503, retry_after=0)
+    assert (await naive.status(proposal_id)).status_code == 503
+    assert (await naive.status(proposal_id)).status_code == 200
+    failed, retried = naive.request_ids[-2:]
+    assert (await naive.status(proposal_id)).status_code == 200
+    assert (await _findings(admin))[1:] == [
+        ("status_retried", [header]),
+        ("status_retried", [failed, retried]),
+    ]
+
+
 async def test_a_different_body_under_a_used_key_is_payload_changed_for_key(naive, admin) -> None:
     assert (await naive.propose("naive-key")).status_code == 201
     changed = {**PROPOSAL, "content": "We deploy every day."}
