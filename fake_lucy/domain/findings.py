@@ -252,7 +252,7 @@ class _Judge:
         elif row is not None:
             store.drop_watch(self.conn, observation.credential_id, "recall", subject)
 
-    def status(self, *, max_polls: int) -> None:
+    def status(self) -> None:
         observation = self.observation
         credential, proposal_id = observation.credential_id, observation.subject
         series = store.poll_series(self.conn, credential, proposal_id)
@@ -269,24 +269,21 @@ class _Judge:
             and not _retryable_failure(series.last_status)
         ):
             return  # reported, and no failure to remember: the row already says all that is needed
-        store.put_poll_series(self.conn, self.polling(series, max_polls=max_polls), new=series is None)
+        store.put_poll_series(self.conn, self.polling(series), new=series is None)
 
-    def polling(self, series: SeriesRecord | None, *, max_polls: int) -> SeriesRecord:
+    def polling(self, series: SeriesRecord | None) -> SeriesRecord:
         """``status_polling_unbounded``: this poll joins its proposal's series (a pause of over a
         minute starts a new one); returns the series with it. Once the proposal was reported, a
         poll only updates the series row."""
         observation = self.observation
-        credential, proposal_id = observation.credential_id, observation.subject
         interval = None
         if series is not None:
             interval = self.since(series.last_arrived_us, series.last_clock_us)
         reported = series is not None and series.reported
         if series is None or interval is None or interval > POLL_WINDOW_US:
-            polls, grew, interval = 1, False, None
-            if series is not None and not reported:
-                store.forget_polls(self.conn, credential, proposal_id)
+            polls, grew, interval, recent = 1, False, None, ""
         else:
-            polls = series.polls + 1
+            polls, recent = series.polls + 1, series.recent
             previous = series.last_interval_us
             grew = series.grew or (
                 previous is not None
@@ -294,19 +291,19 @@ class _Judge:
                 and interval - previous >= POLL_GROWTH_MIN_US
             )
         if not reported:
-            store.add_poll(
-                self.conn,
-                credential_id=credential,
-                proposal_id=proposal_id,
-                request_id=observation.request_id,
-                arrived_us=observation.arrived_us,
-                clock_us=observation.clock_us,
-                max_rows=max_polls,
+            recent = store.with_poll(
+                recent,
+                observation.request_id,
+                observation.arrived_us,
+                observation.clock_us,
+                keep=MAX_POLLS_IN_WINDOW + 1,
             )
-            reported = self.unbounded(proposal_id, polls, grew)
+            reported = self.unbounded(observation.subject, polls, grew, recent)
+            if reported:
+                recent = ""  # a proposal is reported once: its polls are not needed again
         return SeriesRecord(
-            credential_id=credential,
-            proposal_id=proposal_id,
+            credential_id=observation.credential_id,
+            proposal_id=observation.subject,
             polls=polls,
             grew=grew,
             reported=reported,
@@ -315,17 +312,19 @@ class _Judge:
             last_arrived_us=observation.arrived_us,
             last_clock_us=observation.clock_us,
             last_interval_us=interval,
+            recent=recent,
         )
 
-    def unbounded(self, proposal_id: str, polls: int, grew: bool) -> bool:
-        """Judge the series after its ``polls``-th poll; True when it was reported (once a proposal)."""
-        credential = self.observation.credential_id
+    def unbounded(self, proposal_id: str, polls: int, grew: bool, recent: str) -> bool:
+        """Judge the series after its ``polls``-th poll (``recent``: its newest polls, this one
+        last); True when it was reported (once a proposal)."""
         detail, shown = "", 0
-        if polls > MAX_POLLS_IN_WINDOW:
-            oldest = store.nth_newest_poll(self.conn, credential, proposal_id, MAX_POLLS_IN_WINDOW + 1)
-            if oldest is not None and self.since(*oldest) <= POLL_WINDOW_US:
+        newest = store.polls_of(recent) if polls > MAX_POLLS_IN_WINDOW else []
+        if len(newest) > MAX_POLLS_IN_WINDOW:  # (a file from before ``recent`` may hold fewer)
+            _, real_us, clock_us = newest[-(MAX_POLLS_IN_WINDOW + 1)]
+            if self.since(real_us, clock_us) <= POLL_WINDOW_US:
                 shown = MAX_POLLS_IN_WINDOW + 1
-                span = self.since(*oldest) / SECOND
+                span = self.since(real_us, clock_us) / SECOND
                 detail = f"{shown} status requests for one proposal within {span:.1f} s"
         if not detail and polls == FLAT_POLLS and not grew:
             shown = FLAT_POLLS
@@ -335,9 +334,8 @@ class _Judge:
             )
         if not detail:
             return False
-        ids = tuple(store.newest_poll_ids(self.conn, credential, proposal_id, shown))
+        ids = tuple(request_id for request_id, _, _ in store.polls_of(recent)[-shown:])
         self.add("status_polling_unbounded", proposal_id, ids, detail)
-        store.forget_polls(self.conn, credential, proposal_id)
         return True
 
     # -- propose: retried only with the same key and body, only when allowed, not too soon -------
@@ -468,19 +466,18 @@ def observe(
     *,
     at: str,
     id_seed: int | None,
-    max_polls: int,
     watching: bool = True,
 ) -> list[FindingRecord]:
     """Judge one request, inside its journal row's transaction; returns the findings recorded.
 
-    ``at`` is the server time the findings carry; ``max_polls`` bounds the table of recent polls.
+    ``at`` is the server time the findings carry.
     ``watching`` False says that the watch on failed answers is empty in this transaction
     (``server_state.in_transaction`` reads it in its statement): a recall or propose then has no
     earlier failure to look up.
     """
     judge = _Judge(conn, observation, at=at, id_seed=id_seed, watching=watching)
     if observation.operation == "proposal_status":
-        judge.status(max_polls=max_polls)
+        judge.status()
     elif observation.operation == "recall":
         judge.recall()
     else:

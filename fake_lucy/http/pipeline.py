@@ -252,7 +252,6 @@ class V1Pipeline:
             observation,
             at=journal.at,
             id_seed=self.fake.ids.seed,
-            max_polls=self.fake.settings.journal_size,
             watching=watching,
         )
         for finding in recorded:

@@ -22,18 +22,16 @@ __all__ = [
     "SeriesRecord",
     "WatchRecord",
     "add_finding",
-    "add_poll",
     "drop_watch",
     "findings_page",
-    "forget_polls",
-    "newest_poll_ids",
     "next_finding_seq",
-    "nth_newest_poll",
     "original_request_id",
     "poll_series",
+    "polls_of",
     "put_poll_series",
     "put_watch",
     "watch_rows",
+    "with_poll",
 ]
 
 
@@ -98,6 +96,7 @@ class SeriesRecord:
     last_arrived_us: int
     last_clock_us: int
     last_interval_us: int | None
+    recent: str  # the series' newest polls until it is reported (``polls_of``, ``with_poll``)
 
 
 # -- the watch on failed answers ------------------------------------------------------------------
@@ -178,7 +177,7 @@ def poll_series(conn: sqlite3.Connection, credential_id: str, proposal_id: str) 
 
 _POLL_SERIES = (
     "SELECT credential_id, proposal_id, polls, grew, reported, last_request_id, last_status, last_arrived_us,"
-    " last_clock_us, last_interval_us FROM poll_series WHERE credential_id = ? AND proposal_id = ?"
+    " last_clock_us, last_interval_us, recent FROM poll_series WHERE credential_id = ? AND proposal_id = ?"
 )
 
 
@@ -193,71 +192,48 @@ def put_poll_series(conn: sqlite3.Connection, series: SeriesRecord, *, new: bool
         series.last_arrived_us,
         series.last_clock_us,
         series.last_interval_us,
+        series.recent,
         series.credential_id,
         series.proposal_id,
     )
     if new:
         conn.execute(
             "INSERT INTO poll_series (polls, grew, reported, last_request_id, last_status, last_arrived_us,"
-            " last_clock_us, last_interval_us, credential_id, proposal_id)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " last_clock_us, last_interval_us, recent, credential_id, proposal_id)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             values,
         )
     else:
         conn.execute(
             "UPDATE poll_series SET polls = ?, grew = ?, reported = ?, last_request_id = ?, last_status = ?,"
-            " last_arrived_us = ?, last_clock_us = ?, last_interval_us = ?"
+            " last_arrived_us = ?, last_clock_us = ?, last_interval_us = ?, recent = ?"
             " WHERE credential_id = ? AND proposal_id = ?",
             values,
         )
 
 
-def add_poll(
-    conn: sqlite3.Connection,
-    *,
-    credential_id: str,
-    proposal_id: str,
-    request_id: str,
-    arrived_us: int,
-    clock_us: int,
-    max_rows: int,
-) -> None:
-    """Append a poll; like the journal, the oldest rows past ``max_rows`` go."""
-    (seq,) = conn.execute(
-        "INSERT INTO status_polls (credential_id, proposal_id, request_id, arrived_us, clock_us)"
-        " VALUES (?, ?, ?, ?, ?) RETURNING seq",
-        (credential_id, proposal_id, request_id, arrived_us, clock_us),
-    ).fetchone()
-    if seq > max_rows:
-        conn.execute("DELETE FROM status_polls WHERE seq <= ?", (seq - max_rows,))
+def with_poll(recent: str, request_id: str, real_us: int, clock_us: int, *, keep: int) -> str:
+    """``recent`` (a series' newest polls, oldest first) with one more poll, keeping the newest
+    ``keep``. Request ids are the fake's own (``req_`` and URL-safe base64: no blank, no ``;``)."""
+    poll = f"{request_id} {real_us} {clock_us}"
+    if not recent:
+        return poll
+    held = recent.count(";") + 1
+    over = held + 1 - keep  # the oldest polls to drop for this one
+    if over >= held:
+        return poll
+    if over > 0:
+        recent = recent.split(";", over)[-1]
+    return f"{recent};{poll}"
 
 
-def nth_newest_poll(
-    conn: sqlite3.Connection, credential_id: str, proposal_id: str, n: int
-) -> tuple[int, int] | None:
-    """(real, server-clock) arrival of the ``n``-th newest poll (1 = the newest), in one seek."""
-    row = conn.execute(
-        "SELECT arrived_us, clock_us FROM status_polls WHERE credential_id = ? AND proposal_id = ?"
-        " ORDER BY seq DESC LIMIT 1 OFFSET ?",
-        (credential_id, proposal_id, n - 1),
-    ).fetchone()
-    return None if row is None else (int(row[0]), int(row[1]))
-
-
-def newest_poll_ids(conn: sqlite3.Connection, credential_id: str, proposal_id: str, n: int) -> list[str]:
-    """The request ids of the newest ``n`` polls, oldest first."""
-    rows = conn.execute(
-        "SELECT request_id FROM status_polls WHERE credential_id = ? AND proposal_id = ?"
-        " ORDER BY seq DESC LIMIT ?",
-        (credential_id, proposal_id, n),
-    ).fetchall()
-    return [row[0] for row in reversed(rows)]
-
-
-def forget_polls(conn: sqlite3.Connection, credential_id: str, proposal_id: str) -> None:
-    conn.execute(
-        "DELETE FROM status_polls WHERE credential_id = ? AND proposal_id = ?", (credential_id, proposal_id)
-    )
+def polls_of(recent: str) -> list[tuple[str, int, int]]:
+    """The polls of ``recent``, oldest first: (request id, real time, server clock) of each."""
+    if not recent:
+        return []
+    return [
+        (request_id, int(real), int(clock)) for request_id, real, clock in map(str.split, recent.split(";"))
+    ]
 
 
 def original_request_id(conn: sqlite3.Connection, credential_id: str, key: str) -> str | None:

@@ -333,7 +333,6 @@ def purge_tenant(conn: sqlite3.Connection, tenant_id: str, *, keep: TenantRecord
         "DELETE FROM ledger WHERE tenant_id = :t",
         "DELETE FROM findings WHERE tenant_id = :t",
         "DELETE FROM client_watch WHERE tenant_id = :t",
-        "DELETE FROM status_polls WHERE credential_id IN (SELECT id FROM credentials WHERE tenant_id = :t)",
         "DELETE FROM poll_series WHERE credential_id IN (SELECT id FROM credentials WHERE tenant_id = :t)",
         "DELETE FROM credentials WHERE tenant_id = :t AND id IS NOT :credential",
         "DELETE FROM accounts WHERE tenant_id = :t AND id IS NOT :account",

@@ -79,11 +79,12 @@ ADDED_COLUMNS = (
     ("faults", "tenant_id", "VARCHAR"),
     ("journal", "tenant", "VARCHAR NOT NULL DEFAULT ''"),
     ("ledger", "tenant_id", "VARCHAR NOT NULL DEFAULT ''"),
+    ("poll_series", "recent", "VARCHAR NOT NULL DEFAULT ''"),
 )
 
 # Indexes of tables that an existing file already has (a table is created with its indexes only
-# when it is new); the names are the ones the declarations give them. Then the indexes an older
-# file has that the declarations no longer make (the ledger's by account).
+# when it is new); the names are the ones the declarations give them. Then what an older file has
+# that the declarations no longer make (the ledger's index by account, the table of status polls).
 ADDED_INDEXES = (
     "CREATE UNIQUE INDEX IF NOT EXISTS ix_tenants_admin_token_sha256 ON tenants (admin_token_sha256)",
     "CREATE INDEX IF NOT EXISTS ix_credentials_tenant_id ON credentials (tenant_id)",
@@ -91,6 +92,9 @@ ADDED_INDEXES = (
     "CREATE INDEX IF NOT EXISTS ix_journal_tenant ON journal (tenant)",
     "CREATE INDEX IF NOT EXISTS ix_ledger_tenant_id ON ledger (tenant_id)",
     "DROP INDEX IF EXISTS ix_ledger_account_id",
+    # the polls of a series had a table of their own (now ``poll_series.recent``); what it held
+    # were the last minute's polls, which an upgrade may forget
+    "DROP TABLE IF EXISTS status_polls",
 )
 
 # The tables of the fake's state, in an order with no dangling references: reset clears them (the
@@ -107,7 +111,6 @@ STATE_TABLES = (
     "rate_buckets",
     "findings",
     "client_watch",
-    "status_polls",
     "poll_series",
     "credentials",
     "accounts",

@@ -38,7 +38,7 @@ CREATE TABLE memory_access (seq INTEGER NOT NULL, last_accessed_at VARCHAR NOT N
 
 CREATE TABLE memory_versions (kind VARCHAR NOT NULL, topic VARCHAR, content VARCHAR NOT NULL, importance INTEGER NOT NULL, status VARCHAR NOT NULL, source VARCHAR, updated_at VARCHAR NOT NULL, approved_at VARCHAR NOT NULL, memory_id VARCHAR NOT NULL, version INTEGER NOT NULL, PRIMARY KEY (memory_id, version));
 
-CREATE TABLE poll_series (credential_id VARCHAR NOT NULL, proposal_id VARCHAR NOT NULL, polls INTEGER NOT NULL, grew BOOLEAN NOT NULL, reported BOOLEAN NOT NULL, last_request_id VARCHAR NOT NULL, last_status INTEGER, last_arrived_us INTEGER NOT NULL, last_clock_us INTEGER NOT NULL, last_interval_us INTEGER, PRIMARY KEY (credential_id, proposal_id));
+CREATE TABLE poll_series (credential_id VARCHAR NOT NULL, proposal_id VARCHAR NOT NULL, polls INTEGER NOT NULL, grew BOOLEAN NOT NULL, reported BOOLEAN NOT NULL, last_request_id VARCHAR NOT NULL, last_status INTEGER, last_arrived_us INTEGER NOT NULL, last_clock_us INTEGER NOT NULL, last_interval_us INTEGER, recent VARCHAR NOT NULL, PRIMARY KEY (credential_id, proposal_id)) WITHOUT ROWID;
 
 CREATE TABLE proposals (seq INTEGER NOT NULL, id VARCHAR NOT NULL, tenant_id VARCHAR NOT NULL, kind VARCHAR NOT NULL, topic VARCHAR, content VARCHAR NOT NULL, importance INTEGER NOT NULL, account_id VARCHAR NOT NULL, credential_id VARCHAR NOT NULL, status VARCHAR NOT NULL, scope_kind VARCHAR NOT NULL, scope_id VARCHAR NOT NULL, justification VARCHAR, replaces_memory_id VARCHAR, replaces_version INTEGER, memory_id VARCHAR, memory_version INTEGER, reason VARCHAR, reason_detail VARCHAR, source VARCHAR, created_at VARCHAR NOT NULL, updated_at VARCHAR NOT NULL, expires_at VARCHAR NOT NULL, decided_at VARCHAR, target_key VARCHAR, PRIMARY KEY (seq), UNIQUE (id));
 CREATE INDEX ix_proposals_tenant_id ON proposals (tenant_id);
@@ -48,9 +48,6 @@ CREATE INDEX proposals_target ON proposals (target_key, status);
 CREATE TABLE rate_buckets (credential_id VARCHAR NOT NULL, tokens FLOAT NOT NULL, updated_us INTEGER NOT NULL, PRIMARY KEY (credential_id));
 
 CREATE TABLE server_state (id INTEGER NOT NULL, clock_offset_us INTEGER NOT NULL, clock_frozen_us INTEGER, billing_available BOOLEAN NOT NULL, id_sequence INTEGER NOT NULL, auth_epoch INTEGER NOT NULL, index_epoch INTEGER NOT NULL, seed_sha256 VARCHAR, PRIMARY KEY (id));
-
-CREATE TABLE status_polls (seq INTEGER NOT NULL, credential_id VARCHAR NOT NULL, proposal_id VARCHAR NOT NULL, request_id VARCHAR NOT NULL, arrived_us INTEGER NOT NULL, clock_us INTEGER NOT NULL, PRIMARY KEY (seq));
-CREATE INDEX status_polls_subject ON status_polls (credential_id, proposal_id, seq);
 
 CREATE TABLE tenants (id VARCHAR NOT NULL, auto_approve VARCHAR NOT NULL, proposal_ttl_seconds INTEGER NOT NULL, rate_limit_per_minute INTEGER, clock_offset_us INTEGER NOT NULL, clock_frozen_us INTEGER, admin_token_sha256 VARCHAR, first_credential_id VARCHAR, initial_credits INTEGER, PRIMARY KEY (id));
 CREATE UNIQUE INDEX ix_tenants_admin_token_sha256 ON tenants (admin_token_sha256);

@@ -112,7 +112,6 @@ _CLEAR_TENANT = (
     "DELETE FROM rate_buckets WHERE credential_id IN (SELECT id FROM credentials WHERE tenant_id = :t)",
     "DELETE FROM findings WHERE tenant_id = :t",
     "DELETE FROM client_watch WHERE tenant_id = :t",
-    "DELETE FROM status_polls WHERE credential_id IN (SELECT id FROM credentials WHERE tenant_id = :t)",
     "DELETE FROM poll_series WHERE credential_id IN (SELECT id FROM credentials WHERE tenant_id = :t)",
     "DELETE FROM credentials WHERE tenant_id = :t",
     "DELETE FROM accounts WHERE tenant_id = :t",

@@ -282,9 +282,11 @@ class ClientWatch(SQLModel, table=True):
 
 class PollSeries(SQLModel, table=True):
     """One credential's polling of one proposal: the series of status requests since the last pause
-    of over a minute, summed up in one row (so that a poll reads and writes one row)."""
+    of over a minute, summed up in one row with its newest polls, so that a poll reads and writes
+    one row (clustered on its key: one b-tree, one page written)."""
 
     __tablename__ = "poll_series"
+    __table_args__ = {"sqlite_with_rowid": False}
     credential_id: str = Field(primary_key=True)
     proposal_id: str = Field(primary_key=True)
     polls: int  # in this series
@@ -295,19 +297,9 @@ class PollSeries(SQLModel, table=True):
     last_arrived_us: int  # real time
     last_clock_us: int  # server clock
     last_interval_us: int | None = None
-
-
-class StatusPoll(SQLModel, table=True):
-    """The polls of a series not reported yet, for the request ids a finding names."""
-
-    __tablename__ = "status_polls"
-    __table_args__ = (Index("status_polls_subject", "credential_id", "proposal_id", "seq"),)
-    seq: int | None = Field(default=None, primary_key=True)
-    credential_id: str
-    proposal_id: str
-    request_id: str
-    arrived_us: int  # real time
-    clock_us: int  # server clock
+    # Until the series is reported, its newest polls (the request ids a finding names), oldest
+    # first: "request_id real_us clock_us", joined by ";" (``store.findings.with_poll``).
+    recent: str = ""
 
 
 class Event(SQLModel, table=True):

@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
+from fake_lucy.store.findings import polls_of, with_poll
 from tests.helpers import PROJECT, V1
 
 pytestmark = pytest.mark.anyio
@@ -214,6 +215,46 @@ async def test_status_polls_with_growing_intervals_are_no_finding(naive, admin) 
         assert (await naive.status(proposal_id)).status_code == 200
         await admin.advance_clock(min(30.0, 2.0**poll))
     assert await _findings(admin) == []
+
+
+async def test_thirty_one_polls_within_a_minute_are_status_polling_unbounded_though_they_back_off(
+    naive, admin
+) -> None:
+    proposal_id = (await naive.propose("polite-key")).json()["proposal"]["id"]
+    await admin.set_clock(frozen=True)
+    for poll in range(1, 32):  # the n-th interval is 0.12 n s: each grows, all 31 within 55.8 s
+        assert (await naive.status(proposal_id)).status_code == 200
+        await admin.advance_clock(0.12 * poll)
+    polls = naive.request_ids[1:]
+    for _ in range(5):  # reported once
+        assert (await naive.status(proposal_id)).status_code == 200
+    [(code, request_ids)] = await _findings(admin)
+    assert (code, request_ids) == ("status_polling_unbounded", polls)
+    [finding] = await admin.findings()
+    assert finding["detail"] == "31 status requests for one proposal within 55.8 s"
+
+
+async def test_a_pause_of_over_a_minute_starts_a_new_series_of_polls(naive, admin) -> None:
+    proposal_id = (await naive.propose("naive-key")).json()["proposal"]["id"]
+    await admin.set_clock(frozen=True)
+    for _ in range(9):
+        assert (await naive.status(proposal_id)).status_code == 200
+    await admin.advance_clock(61)
+    for _ in range(9):
+        assert (await naive.status(proposal_id)).status_code == 200
+    assert await _findings(admin) == []
+    assert (await naive.status(proposal_id)).status_code == 200
+    assert await _findings(admin) == [("status_polling_unbounded", naive.request_ids[-10:])]
+
+
+@pytest.mark.parametrize("keep", [1, 2, 31])
+def test_a_series_keeps_its_newest_polls_oldest_first(keep: int) -> None:
+    recent = ""
+    for n in range(40):
+        recent = with_poll(recent, f"req_{n}", 1000 + n, 2000 + n, keep=keep)
+        expected = [(f"req_{m}", 1000 + m, 2000 + m) for m in range(max(0, n + 1 - keep), n + 1)]
+        assert polls_of(recent) == expected
+    assert polls_of("") == []
 
 
 async def test_a_new_proposal_after_a_success_is_no_finding(naive, admin) -> None:

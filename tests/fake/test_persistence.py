@@ -285,3 +285,49 @@ async def test_an_older_file_drops_the_ledger_account_index_and_keeps_one_id_per
         assert [row["operation"] for row in await second.admin.ledger(account="acct_dev")][-1:] == ["recall"]
     finally:
         await second.aclose()
+
+
+async def test_a_file_with_a_table_of_status_polls_keeps_its_series_and_drops_the_table(tmp_path) -> None:
+    """Before a series held its newest polls (``poll_series.recent``), they had a table of their own."""
+    database = tmp_path / "older.sqlite3"
+    first = InProcessFake(database)
+    async with first.client() as client:
+        proposal_id = (await propose(client, proposal_body("Polled before the upgrade."))).json()["proposal"][
+            "id"
+        ]
+        for _ in range(3):
+            assert (await client.get(f"/api/agent-memory/v1/proposals/{proposal_id}")).status_code == 200
+    await first.aclose()
+    conn = sqlite3.connect(database)  # the layout before: a rowid table without ``recent``, and the polls
+    conn.execute("ALTER TABLE poll_series RENAME TO poll_series_new")
+    conn.execute(
+        "CREATE TABLE poll_series (credential_id VARCHAR NOT NULL, proposal_id VARCHAR NOT NULL,"
+        " polls INTEGER NOT NULL, grew BOOLEAN NOT NULL, reported BOOLEAN NOT NULL,"
+        " last_request_id VARCHAR NOT NULL, last_status INTEGER, last_arrived_us INTEGER NOT NULL,"
+        " last_clock_us INTEGER NOT NULL, last_interval_us INTEGER, PRIMARY KEY (credential_id, proposal_id))"
+    )
+    conn.execute(
+        "INSERT INTO poll_series SELECT credential_id, proposal_id, 35, grew, reported, last_request_id,"
+        " last_status, last_arrived_us, last_clock_us, last_interval_us FROM poll_series_new"
+    )
+    conn.execute("DROP TABLE poll_series_new")
+    conn.execute(
+        "CREATE TABLE status_polls (seq INTEGER NOT NULL, credential_id VARCHAR NOT NULL,"
+        " proposal_id VARCHAR NOT NULL, request_id VARCHAR NOT NULL, arrived_us INTEGER NOT NULL,"
+        " clock_us INTEGER NOT NULL, PRIMARY KEY (seq))"
+    )
+    conn.commit()
+    conn.close()
+
+    second = InProcessFake(database)
+    try:
+        async with second.client() as client:  # the 36th poll of a series whose polls were forgotten
+            assert (await client.get(f"/api/agent-memory/v1/proposals/{proposal_id}")).status_code == 200
+        assert await second.admin.findings() == []
+        conn = second.fake.db.conn
+        assert conn.execute("SELECT name FROM sqlite_master WHERE name = 'status_polls'").fetchall() == []
+        (polls, recent) = conn.execute("SELECT polls, recent FROM poll_series").fetchone()
+        assert polls == 36
+        assert recent.startswith("req_")
+    finally:
+        await second.aclose()
