@@ -57,3 +57,27 @@ def test_the_contract_rules_load_without_the_sdks_client_and_every_public_name_r
     assert package == []  # the package alone: errors, result types and the retry constants
     assert missing == []
     assert used == ["httpx", "anyio", "lucy_memory.client", "lucy_memory.transport"]
+
+
+def test_a_refused_mcp_configuration_and_help_import_none_of_the_mcp_sdk(tmp_path) -> None:
+    """``lucy-memory-mcp`` reads its configuration before it loads the MCP SDK (its types alone are
+    most of a start's CPU): a host that gets the configuration wrong hears so at once."""
+    script = (
+        "import contextlib, io, json, os, sys\n"
+        "sdk = ['mcp', 'mcp_types', 'lucy_memory.mcp.server', 'lucy_memory.mcp.tools']\n"
+        "os.environ.pop('LUCY_MEMORY_TOKEN', None)\n"
+        "from lucy_memory.mcp.__main__ import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    assert main(['--help']) == 0\n"
+        "with contextlib.redirect_stderr(io.StringIO()) as err:\n"
+        "    code = main([])\n"
+        "print(json.dumps([code, err.getvalue().splitlines()]))\n"
+        "print(json.dumps([m for m in sdk if m in sys.modules]))\n"
+        "import lucy_memory.mcp\n"
+        "print(json.dumps(list(lucy_memory.mcp.TOOL_NAMES)))\n"
+    )
+    refused, imported, names = _imported(script, tmp_path)
+    assert refused[0] == 2
+    assert [line.split(": ")[:2] for line in refused[1]] == [["lucy-memory-mcp", "invalid configuration"]]
+    assert imported == []
+    assert names == ["memory_recall", "memory_propose", "memory_proposal_status"]
