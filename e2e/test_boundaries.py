@@ -37,12 +37,11 @@ async def test_two_tenants_never_see_each_others_memory(fake, new_agent) -> None
     bob = await new_agent(tenant="tenant_bob", scopes=[shared])
     async with alice.session() as mcp_a:
         proposal = (await propose(mcp_a, "Alice's launch date is March 3.", scope=shared))["proposal"]
-    await fake.admin.approve(proposal["id"])
-    async with bob.session(mode="2026-07-28") as mcp_b:
-        assert await recall(mcp_b, "launch date") == []
-        message = await fail(mcp_b, "memory_proposal_status", proposal_id=proposal["id"])
-        assert "not_found" in message
-    async with alice.session(mode="2026-07-28") as mcp_a:
+        await fake.admin.approve(proposal["id"])
+        async with bob.session(mode="2026-07-28") as mcp_b:
+            assert await recall(mcp_b, "launch date") == []
+            message = await fail(mcp_b, "memory_proposal_status", proposal_id=proposal["id"])
+            assert "not_found" in message
         assert [m["content"] for m in await recall(mcp_a, "launch date")] == [
             "Alice's launch date is March 3."
         ]
