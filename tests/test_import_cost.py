@@ -64,7 +64,7 @@ def test_a_refused_mcp_configuration_and_help_import_none_of_the_mcp_sdk(tmp_pat
     most of a start's CPU): a host that gets the configuration wrong hears so at once."""
     script = (
         "import contextlib, io, json, os, sys\n"
-        "sdk = ['mcp', 'mcp_types', 'lucy_memory.mcp.server', 'lucy_memory.mcp.tools']\n"
+        "sdk = ['mcp', 'mcp_types', 'lucy_memory.mcp.server']\n"
         "os.environ.pop('LUCY_MEMORY_TOKEN', None)\n"
         "from lucy_memory.mcp.__main__ import main\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
@@ -73,11 +73,11 @@ def test_a_refused_mcp_configuration_and_help_import_none_of_the_mcp_sdk(tmp_pat
         "    code = main([])\n"
         "print(json.dumps([code, err.getvalue().splitlines()]))\n"
         "print(json.dumps([m for m in sdk if m in sys.modules]))\n"
-        "import lucy_memory.mcp\n"
-        "print(json.dumps(list(lucy_memory.mcp.TOOL_NAMES)))\n"
+        "from lucy_memory.mcp import TOOL_NAMES, tools\n"
+        "print(json.dumps([list(TOOL_NAMES), [tool.name for tool in tools()]]))\n"
     )
-    refused, imported, names = _imported(script, tmp_path)
+    refused, imported, (names, tools) = _imported(script, tmp_path)
     assert refused[0] == 2
     assert [line.split(": ")[:2] for line in refused[1]] == [["lucy-memory-mcp", "invalid configuration"]]
     assert imported == []
-    assert names == ["memory_recall", "memory_propose", "memory_proposal_status"]
+    assert names == tools == ["memory_recall", "memory_propose", "memory_proposal_status"]

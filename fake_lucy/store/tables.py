@@ -283,7 +283,7 @@ class ClientWatch(SQLModel, table=True):
 class PollSeries(SQLModel, table=True):
     """One credential's polling of one proposal: the series of status requests since the last pause
     of over a minute, summed up in one row with its newest polls, so that a poll reads and writes
-    one row (clustered on its key: one b-tree, one page written)."""
+    one row (clustered on its key: one b-tree)."""
 
     __tablename__ = "poll_series"
     __table_args__ = {"sqlite_with_rowid": False}

@@ -14,20 +14,18 @@ from typing import TYPE_CHECKING
 
 from lucy_memory._lazy import lazy_names
 from lucy_memory.mcp.config import McpConfigError, McpSettings, ServerConfig, load_settings, resolve_config
+from lucy_memory.mcp.tools import TOOL_NAMES, tools
 
 if TYPE_CHECKING:
     from lucy_memory.mcp.server import LucyMemoryTools, create_server, serve_stdio
-    from lucy_memory.mcp.tools import TOOL_NAMES, tools
 
 # Loaded on first use (PEP 562): ``lucy-memory-mcp`` imports this package before it reads its
 # configuration, and a refused configuration or ``--help`` needs none of the MCP SDK (its types
-# alone take longer to import than all the rest).
+# alone take longer to import than all the rest; ``tools`` imports them when called).
 _HOMES = {
     "LucyMemoryTools": "lucy_memory.mcp.server",
-    "TOOL_NAMES": "lucy_memory.mcp.tools",
     "create_server": "lucy_memory.mcp.server",
     "serve_stdio": "lucy_memory.mcp.server",
-    "tools": "lucy_memory.mcp.tools",
 }
 
 __all__ = [

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import json
 from functools import cache
-from typing import Any
-
-import mcp_types as types
+from typing import TYPE_CHECKING, Any
 
 from lucy_memory.mcp.generate import GENERATED_FILE
+
+if TYPE_CHECKING:
+    import mcp_types as types
 
 __all__ = ["PROPOSAL_STATUS", "PROPOSE", "RECALL", "TOOL_NAMES", "tool_schemas", "tools"]
 
@@ -40,14 +41,20 @@ _DESCRIPTIONS = {
     ),
 }
 _TITLES = {RECALL: "Recall memories", PROPOSE: "Propose a memory", PROPOSAL_STATUS: "Proposal status"}
-_READ_ONLY = types.ToolAnnotations(read_only_hint=True, open_world_hint=False)
-_ANNOTATIONS = {
-    RECALL: _READ_ONLY,
-    PROPOSE: types.ToolAnnotations(
-        read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
-    ),
-    PROPOSAL_STATUS: _READ_ONLY,
-}
+
+
+@cache
+def _annotations() -> dict[str, types.ToolAnnotations]:
+    import mcp_types as types
+
+    read_only = types.ToolAnnotations(read_only_hint=True, open_world_hint=False)
+    return {
+        RECALL: read_only,
+        PROPOSE: types.ToolAnnotations(
+            read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+        ),
+        PROPOSAL_STATUS: read_only,
+    }
 
 
 @cache
@@ -59,7 +66,13 @@ def tool_schemas() -> dict[str, dict[str, Any]]:
 
 
 def tools() -> list[types.Tool]:
-    """The three tool definitions, in a fixed order, each with fresh copies of its schemas."""
+    """The three tool definitions, in a fixed order, each with fresh copies of its schemas.
+
+    The MCP SDK's types are imported here, not with the module: the names above are all that
+    ``lucy-memory-mcp --help`` and a refused configuration need, and the types take longer to
+    import than the rest of the server's start."""
+    import mcp_types as types
+
     schemas = tool_schemas()
     return [
         types.Tool(
@@ -68,7 +81,7 @@ def tools() -> list[types.Tool]:
             description=_DESCRIPTIONS[name],
             input_schema=json.loads(json.dumps(schemas[name]["input"])),
             output_schema=json.loads(json.dumps(schemas[name]["output"])),
-            annotations=_ANNOTATIONS[name],
+            annotations=_annotations()[name],
         )
         for name in TOOL_NAMES
     ]
