@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from fake_lucy.store.findings import polls_of, with_poll
+from fake_lucy.testing import InProcessFake
 from tests.helpers import PROJECT, V1
 
 pytestmark = pytest.mark.anyio
@@ -232,6 +233,22 @@ async def test_thirty_one_polls_within_a_minute_are_status_polling_unbounded_tho
     assert (code, request_ids) == ("status_polling_unbounded", polls)
     [finding] = await admin.findings()
     assert finding["detail"] == "31 status requests for one proposal within 55.8 s"
+
+
+async def test_the_polls_a_finding_names_do_not_depend_on_the_journals_bound(tmp_path) -> None:
+    """Each series keeps its own newest polls: a small journal, or many proposals polled at once,
+    takes none of them away."""
+    async with InProcessFake.start(tmp_path, journal_size=5) as small, small.client() as http:
+        naive = NaiveClient(http)
+        proposals = [(await naive.propose(f"key-{n}")).json()["proposal"]["id"] for n in range(3)]
+        await small.admin.set_clock(frozen=True)
+        for poll in range(1, 32):  # growing intervals, 31 polls of each proposal within 55.8 s
+            for proposal_id in proposals:
+                assert (await naive.status(proposal_id)).status_code == 200
+            await small.admin.advance_clock(0.12 * poll)
+        found = [(item["code"], item["request_ids"]) for item in await small.admin.findings()]
+    polls = naive.request_ids[3:]
+    assert found == [("status_polling_unbounded", polls[n::3]) for n in range(3)]
 
 
 async def test_a_pause_of_over_a_minute_starts_a_new_series_of_polls(naive, admin) -> None:
