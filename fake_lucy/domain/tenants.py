@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import secrets
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +37,7 @@ __all__ = [
     "SERVER",
     "AdminScope",
     "CreatedTenant",
+    "admin_check",
     "authenticate_admin",
     "create",
     "delete",
@@ -78,6 +80,16 @@ def authenticate_admin(conn: sqlite3.Connection, token: str) -> AdminScope | Non
     """The tenant whose admin token this is, or ``None`` (the server admin token is the caller's)."""
     tenant = queries.tenant_by_admin_token(conn, hash_token(token))
     return None if tenant is None else AdminScope(tenant)
+
+
+def admin_check(conn: sqlite3.Connection, token: str, scope: AdminScope) -> Callable[[], bool] | None:
+    """For an answer that lasts (the event stream): whether this admin token still acts for its
+    tenant — false once the tenant is deleted, or made again with another token. ``None`` for the
+    server admin, whose token lasts as long as the process."""
+    if scope.tenant is None:
+        return None
+    digest, tenant = hash_token(token), scope.tenant
+    return lambda: queries.tenant_by_admin_token(conn, digest) == tenant
 
 
 def still_valid(conn: sqlite3.Connection, scope: AdminScope) -> None:

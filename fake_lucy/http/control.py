@@ -397,11 +397,16 @@ class ControlApi:
         """``GET /_fake/events``: the event stream (SPEC 3.7); a stream, so outside ``run``."""
         request_id = random_request_id()
         try:
-            self._authorise(request)
+            scope = self._authorise(request)
             resume = last_event_id(request.headers, request.query_params)
         except DomainError as error:
             return problem_response(error, request_id)
-        response = stream.response(request.scope, resume, tenant=None)
+        # A tenant admin sees its tenant's events and the server-wide ones, and only while its token
+        # still acts for the tenant (the stream ends once the tenant is deleted).
+        token = inputs.bearer_token(inputs.header_map(request.scope))
+        assert token is not None  # authorised
+        still_allowed = tenants.admin_check(self.fake.db.conn, token, scope)
+        response = stream.response(request.scope, resume, tenant=scope.tenant, still_allowed=still_allowed)
         response.headers["Lucy-Request-Id"] = request_id
         return response
 

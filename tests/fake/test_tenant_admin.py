@@ -11,10 +11,12 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
 import pytest
 
 from fake_lucy.domain.clock import parse_timestamp
 from fake_lucy.testing import AdminError, FakeAdmin, InProcessFake
+from fake_lucy.testing.admin import EventWatch
 from tests.conftest import HOOKS
 from tests.helpers import PROJECT, V1, proposal_body, propose, recall, status
 
@@ -279,3 +281,36 @@ async def test_a_request_in_flight_when_its_tenant_is_deleted_is_401(fake, admin
     with pytest.raises(AdminError) as refused:
         await a.admin.clock()
     assert refused.value.status == 401
+
+
+async def test_a_tenant_admins_event_stream_carries_its_own_tenants_events_only(fake, admin, tenants) -> None:
+    a, b = tenants
+    async with a.admin.watch() as stream:
+        async with fake.client(b.token) as theirs, fake.client(a.token) as mine:
+            assert (await propose(theirs, proposal_body("B's note that A must not see."))).status_code == 201
+            await b.admin.add_fault("recall", 503)
+            own = (await propose(mine, proposal_body("A's own note."))).json()["proposal"]
+        created = await stream.wait_for("proposal.created", timeout=2)
+    assert (created.tenant, created.data["proposal_id"]) == (a.id, own["id"])
+    assert {event.tenant for event in stream.seen} <= {a.id, None}
+    async with admin.watch(after=0) as everything:  # the server admin's stream has both
+        await everything.wait_for("proposal.created", timeout=2, account=b.account)
+
+
+async def test_a_tenant_admins_event_stream_ends_when_its_tenant_is_deleted(
+    fake, admin, tenants, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("fake_lucy.http.events.ALLOWED_CHECK_SECONDS", 0.0)
+    a, b = tenants
+    async with a.admin.watch() as stream:
+        await admin.delete_tenant(a.id)
+        async with fake.client(b.token) as theirs:
+            assert (await propose(theirs, proposal_body("B goes on."))).status_code == 201
+        with anyio.fail_after(5), pytest.raises(EOFError):
+            await _read_to_the_end(stream)
+    assert {event.tenant for event in stream.seen} <= {a.id, None}
+
+
+async def _read_to_the_end(stream: EventWatch) -> None:
+    while True:
+        await stream.next()
