@@ -435,12 +435,14 @@ def _supersede_competitors(
         return
     superseded = conn.execute(
         "UPDATE proposals SET status = 'superseded', reason = 'superseded', reason_detail = ?,"
-        " decided_at = ?, updated_at = ? WHERE target_key = ? AND status = 'pending' RETURNING id",
+        " decided_at = ?, updated_at = ? WHERE target_key = ? AND status = 'pending' AND tenant_id = ?"
+        " RETURNING id",
         (
             f"superseded by proposal {record.id}, approved as {memory_id} version {version}",
             now,
             now,
             record.target_key,
+            record.tenant_id,  # a target is the tenant's own (a restored snapshot may say otherwise)
         ),
     ).fetchall()
     for (proposal_id,) in superseded:
@@ -530,8 +532,8 @@ def delete_memory(conn: sqlite3.Connection, memory_id: str, *, now: str) -> Memo
     superseded = conn.execute(
         "UPDATE proposals SET status = 'superseded', reason = 'target_deleted',"
         " reason_detail = ?, decided_at = ?, updated_at = ? WHERE target_key = ? AND status = 'pending'"
-        " RETURNING id",
-        (f"memory {memory_id} was deleted by an administrator", now, now, "m:" + memory_id),
+        " AND tenant_id = ? RETURNING id",
+        (f"memory {memory_id} was deleted by an administrator", now, now, "m:" + memory_id, head.tenant_id),
     ).fetchall()
     for (proposal_id,) in superseded:
         _decided(conn, proposal_id, head.tenant_id, "superseded", "supersession", now=now)

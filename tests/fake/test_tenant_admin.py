@@ -7,6 +7,7 @@ and a tenant admin's reset, clock advance, fault and approval never change anoth
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -314,3 +315,29 @@ async def test_a_tenant_admins_event_stream_ends_when_its_tenant_is_deleted(
 async def _read_to_the_end(stream: EventWatch) -> None:
     while True:
         await stream.next()
+
+
+async def test_a_restored_snapshot_naming_another_tenants_target_supersedes_nothing_of_theirs(
+    fake, tenants
+) -> None:
+    """A tenant's snapshot is its admin's to edit, so a proposal's stored target can be made to name
+    another tenant's topic or memory; what its approval or a deletion supersedes stays in its tenant."""
+    a, b = tenants
+    async with fake.client(b.token) as theirs:
+        topical = await propose(theirs, proposal_body("B's topic note.", topic="release-day"))
+    b_topical = topical.json()["proposal"]["id"]
+
+    async def retarget(tenant: Tenant, proposal_id: str, target: str) -> None:
+        document = await tenant.admin.call("GET", "/snapshot")
+        [proposal] = [p for t in document["tenants"] for p in t["proposals"] if p["id"] == proposal_id]
+        proposal["target"] = target
+        await tenant.admin.call("PUT", "/snapshot", document)
+
+    # A's pending proposal claims B's topic; approving it supersedes competitors of that target
+    await retarget(a, a.pending, "t:" + json.dumps([b.id, PROJECT["kind"], PROJECT["id"], "release-day"]))
+    await a.admin.approve(a.pending)
+    # B's pending proposal claims A's memory; deleting that memory supersedes proposals replacing it
+    await retarget(b, b.pending, "m:" + a.memory)
+    await a.admin.delete_memory(a.memory)
+    statuses = {p["id"]: p["status"] for p in (await b.admin.proposals())["items"]}
+    assert (statuses[b_topical], statuses[b.pending]) == ("pending", "pending")
