@@ -11,6 +11,7 @@ from pathlib import Path
 from fake_lucy import __version__
 from fake_lucy.domain import snapshot
 from fake_lucy.domain.errors import DomainError
+from fake_lucy.domain.principals import hash_token
 from fake_lucy.files import write_atomically
 from fake_lucy.http.problems import json_bytes
 from fake_lucy.runtime import FakeLucy
@@ -29,7 +30,7 @@ def import_file(fake: FakeLucy, path: Path) -> None:
         raise ValueError(f"the snapshot {path} is not a JSON object ({exc})") from None
     try:
         with fake.db.write() as conn:
-            snapshot.restore_state(conn, document)
+            snapshot.restore_state(conn, document, server_admin_token_sha256=hash_token(fake.admin_token))
     except DomainError as exc:
         errors = (exc.details or {}).get("errors") or []
         where = "; ".join(f"{error['pointer'] or '/'} {error['detail']}" for error in errors[:3])

@@ -293,9 +293,18 @@ def _version_problems(pointer: str, memory: dict[str, Any]) -> list[dict[str, st
     return []
 
 
-def restore_state(conn: sqlite3.Connection, document: Any, *, tenant: str | None = None) -> None:
+def restore_state(
+    conn: sqlite3.Connection,
+    document: Any,
+    *,
+    tenant: str | None = None,
+    server_admin_token_sha256: str | None = None,
+) -> None:
     """Replace the state (or one tenant's) with a snapshot, inside the caller's transaction: a
-    refused document raises before the transaction commits, so nothing changes."""
+    refused document raises before the transaction commits, so nothing changes.
+
+    A credential whose token hash is an admin token's (a tenant's, or the server's when its hash is
+    given) is refused: an admin token is never a v1 token (SPEC 3.6)."""
     snapshot = validate(document)
     admin_tokens: dict[str, str | None] = {}
     if tenant is not None:
@@ -329,6 +338,14 @@ def restore_state(conn: sqlite3.Connection, document: Any, *, tenant: str | None
         clock_columns = _clock_columns(item["clock"], f"{base}/clock") if "clock" in item else server_clock
         admin_token = admin_tokens.get(item["id"]) if tenant is not None else item.get("admin_token_sha256")
         _restore_tenant(conn, item, base, clock_columns=clock_columns, admin_token_sha256=admin_token)
+    admin_hashes = store.admin_token_hashes(conn) | {server_admin_token_sha256} - {None}
+    for t, item in enumerate(snapshot["tenants"]):
+        for i, credential in enumerate(item["credentials"]):
+            if credential["token_sha256"] in admin_hashes:
+                raise invalid_field(
+                    f"/tenants/{t}/credentials/{i}/token_sha256",
+                    "is the hash of an admin token: a v1 credential's token is never an admin token",
+                )
     bump_auth_epoch(conn)
     server_state.bump_index_epoch(conn)
 

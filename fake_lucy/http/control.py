@@ -22,7 +22,7 @@ from fake_lucy.domain import admin, billing, clock, faults, findings, policy, sn
 from fake_lucy.domain.errors import DomainError, invalid_field
 from fake_lucy.domain.ids import random_request_id
 from fake_lucy.domain.policy import policy_dict
-from fake_lucy.domain.principals import NewCredential
+from fake_lucy.domain.principals import NewCredential, hash_token
 from fake_lucy.domain.records import journal_dict, ledger_dict, memory_dict, proposal_dict
 from fake_lucy.http import cursors, inputs
 from fake_lucy.http.abort import client_gone
@@ -305,7 +305,8 @@ def _get_snapshot(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> 
 
 def _put_snapshot(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
     _only_query(ctx, ())
-    snapshot.restore_state(conn, body, tenant=ctx.scope.tenant)
+    admin_hash = hash_token(ctx.fake.admin_token)
+    snapshot.restore_state(conn, body, tenant=ctx.scope.tenant, server_admin_token_sha256=admin_hash)
     return 200, {"restored": True}
 
 

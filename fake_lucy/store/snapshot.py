@@ -16,6 +16,7 @@ from fake_lucy.store.schema import STATE_TABLES
 
 __all__ = [
     "TENANT_ROWS",
+    "admin_token_hashes",
     "clear_all",
     "clear_tenant",
     "insert",
@@ -54,6 +55,12 @@ _ALL_TABLES = STATE_TABLES
 
 def tenant_ids(conn: sqlite3.Connection) -> list[str]:
     return [row[0] for row in conn.execute("SELECT id FROM tenants ORDER BY id")]
+
+
+def admin_token_hashes(conn: sqlite3.Connection) -> set[str]:
+    """The hashes of every tenant's admin token."""
+    rows = conn.execute("SELECT admin_token_sha256 FROM tenants WHERE admin_token_sha256 IS NOT NULL")
+    return {row[0] for row in rows}
 
 
 def tenant_rows(conn: sqlite3.Connection, table: str, tenant: str) -> list[dict[str, Any]]:

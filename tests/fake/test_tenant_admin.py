@@ -7,6 +7,7 @@ and a tenant admin's reset, clock advance, fault and approval never change anoth
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -341,3 +342,21 @@ async def test_a_restored_snapshot_naming_another_tenants_target_supersedes_noth
     await a.admin.delete_memory(a.memory)
     statuses = {p["id"]: p["status"] for p in (await b.admin.proposals())["items"]}
     assert (statuses[b_topical], statuses[b.pending]) == ("pending", "pending")
+
+
+@pytest.mark.parametrize("whose", ["own tenant admin", "server admin"])
+async def test_a_snapshot_cannot_make_an_admin_token_a_v1_credential(fake, tenants, whose) -> None:
+    a, _ = tenants
+    admin_token = a.admin_token if whose == "own tenant admin" else fake.admin_token
+    document = await a.admin.call("GET", "/snapshot")
+    [mine] = document["tenants"]
+    mine["credentials"][0]["token_sha256"] = hashlib.sha256(admin_token.encode()).hexdigest()
+    with pytest.raises(AdminError) as refused:
+        await a.admin.call("PUT", "/snapshot", document)
+    assert refused.value.status == 422
+    [error] = refused.value.problem["details"]["errors"]
+    assert error["pointer"] == "/tenants/0/credentials/0/token_sha256"
+    async with fake.client(admin_token) as as_v1:
+        assert (await recall(as_v1, "memory")).status_code == 401
+    async with fake.client(a.token) as still:  # nothing changed
+        assert (await recall(still, "memory")).status_code == 200
