@@ -23,6 +23,7 @@ from fake_lucy.domain import clock, server_state
 from fake_lucy.domain.errors import invalid_field, invalid_request
 from fake_lucy.domain.lifecycle import clear_index, create_index, index_memory
 from fake_lucy.domain.principals import Scope, bump_auth_epoch
+from fake_lucy.domain.seed import applied_seed
 from fake_lucy.store import snapshot as store
 from lucy_memory._contract import schema_validator
 
@@ -320,6 +321,9 @@ def restore_state(
         clear_index(conn, tenant, drop=True)
         store.clear_tenant(conn, tenant)
     else:
+        # The file keeps the seed it was made with (``fake-lucy serve`` checks it at start): a
+        # restored state is the snapshot's, in a database that is still the seed's.
+        seed_sha256 = applied_seed(conn)
         for existing in store.tenant_ids(conn):
             clear_index(conn, existing, drop=True)
         store.clear_all(conn)
@@ -330,6 +334,7 @@ def restore_state(
             frozen_us=frozen_us,
             billing_available=snapshot["server"]["billing_available"],
             id_sequence=snapshot["server"]["id_sequence"],
+            seed_sha256=seed_sha256,
         )
     server = store.server_row(conn)
     server_clock = (server["clock_frozen_us"], int(server["clock_offset_us"]))

@@ -92,11 +92,12 @@ def write_server_row(
     frozen_us: int | None,
     billing_available: bool,
     id_sequence: int,
+    seed_sha256: str | None,
 ) -> None:
     conn.execute(
         "INSERT INTO server_state (id, clock_offset_us, clock_frozen_us, billing_available, id_sequence,"
-        " auth_epoch, index_epoch) VALUES (1, ?, ?, ?, ?, 0, 0)",
-        (offset_us, frozen_us, billing_available, id_sequence),
+        " auth_epoch, index_epoch, seed_sha256) VALUES (1, ?, ?, ?, ?, 0, 0, ?)",
+        (offset_us, frozen_us, billing_available, id_sequence, seed_sha256),
     )
 
 

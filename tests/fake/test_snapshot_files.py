@@ -13,6 +13,9 @@ import anyio
 import httpx
 import pytest
 
+from fake_lucy.runtime import FakeLucy
+from fake_lucy.settings import FakeLucySettings
+from fake_lucy.snapshot_file import export_file, import_file
 from fake_lucy.testing import ServeProcess
 from lucy_memory._contract import schema_validator
 from tests.helpers import V1, proposal_body
@@ -130,3 +133,16 @@ def test_import_of_a_snapshot_of_a_newer_version_is_one_line_and_a_non_zero_exit
         " fake-lucy: /version is a newer snapshot format than this fake reads (up to 1); upgrade fake-lucy"
     ]
     assert out == ""
+
+
+def test_a_database_a_snapshot_was_imported_into_starts_again_with_its_seed(tmp_path) -> None:
+    """``--import F --export-on-exit F`` on one database, run after run: the file keeps its seed's
+    fingerprint, so the next start does not take it for a database of another seed."""
+    settings = FakeLucySettings(database=str(tmp_path / "kept.sqlite3"))
+    first = FakeLucy(settings)
+    export_file(first, tmp_path / "state.json")
+    import_file(first, tmp_path / "state.json")
+    first.close()
+    again = FakeLucy(settings)  # raised SeedMismatchError ("seeded by an older fake-lucy")
+    assert again.seed_outcome == "kept"
+    again.close()
