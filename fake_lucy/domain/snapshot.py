@@ -259,13 +259,49 @@ def _check_references(document: dict[str, Any]) -> None:
         first = tenant.get("first_credential_id")
         if first is not None and first not in held["credential"]:
             problems.append(_dangling(f"{base}/first_credential_id", "credential"))
+        if (first is None) != (tenant.get("initial_credits") is None):  # a tenant reset reads both
+            problems.append(
+                {
+                    "pointer": f"{base}/initial_credits",
+                    "detail": "must be given exactly when first_credential_id is (a tenant reset needs both)",
+                }
+            )
+        for i, record in enumerate(tenant["idempotency_records"]):
+            if record["state"] == "done":  # a replay answers with the stored status and body
+                problems.extend(
+                    {"pointer": f"{base}/idempotency_records/{i}/{name}", "detail": "must be set once done"}
+                    for name in ("status", "body")
+                    if record[name] is None
+                )
         problems.extend(_unheld(tenant, base, "credentials", held))
         for m, memory in enumerate(tenant["memories"]):
             problems.extend(_version_problems(f"{base}/memories/{m}", memory))
         for collection in ("proposals", "idempotency_records", "ledger", "journal"):
             problems.extend(_unheld(tenant, base, collection, held))
+    problems.extend(_unreal_times(document, ""))
     if problems:
         raise invalid_request(problems[:100], "the snapshot is inconsistent")
+
+
+def _unreal_times(node: Any, pointer: str) -> list[dict[str, str]]:
+    """Every time (a field named ``at``, ``now`` or ``…_at`` / ``…_until``) that the schema's
+    pattern lets through but the calendar does not (30 February, a 61st second)."""
+    problems: list[dict[str, str]] = []
+    if isinstance(node, dict):
+        for name, value in node.items():
+            here = f"{pointer}/{name}"
+            is_time = name in ("at", "now") or name.endswith(("_at", "_until"))
+            if is_time and isinstance(value, str):
+                try:
+                    clock.parse_timestamp(value)
+                except ValueError:
+                    problems.append({"pointer": here, "detail": "must be a real date and time"})
+            elif isinstance(value, dict | list):
+                problems.extend(_unreal_times(value, here))
+    elif isinstance(node, list):
+        for i, item in enumerate(node):
+            problems.extend(_unreal_times(item, f"{pointer}/{i}"))
+    return problems
 
 
 def _unheld(
@@ -365,8 +401,8 @@ def _clock_columns(written: dict[str, Any], pointer: str) -> tuple[int | None, i
         raise invalid_field(f"{pointer}/now", "must be a real date and time") from None
     latest = clock.parse_timestamp(clock.LATEST)
     if written["frozen"]:
-        if now_us > latest:
-            raise invalid_field(f"{pointer}/now", f"must not be past {clock.LATEST}")
+        if not 0 <= now_us <= latest:
+            raise invalid_field(f"{pointer}/now", f"must be between 1970 and {clock.LATEST}")
         # a frozen clock's offset is not read until it runs again, which sets a new one; kept as
         # written so that a restored state exports the same document
         return now_us, int(written["offset_us"])

@@ -154,6 +154,55 @@ async def test_a_snapshot_whose_references_break_is_a_422_with_their_pointers(fa
     assert await _snapshot(fake) == before
 
 
+def _dev(document: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    [(t, tenant)] = [
+        (t, tenant) for t, tenant in enumerate(document["tenants"]) if tenant["id"] == "tenant_dev"
+    ]
+    return t, tenant
+
+
+def _done_without_status(document: dict[str, Any]) -> str:
+    t, dev = _dev(document)
+    i = [r["state"] for r in dev["idempotency_records"]].index("done")
+    dev["idempotency_records"][i]["status"] = None
+    return f"/tenants/{t}/idempotency_records/{i}/status"
+
+
+def _first_credential_without_credits(document: dict[str, Any]) -> str:
+    [made] = [t for t in document["tenants"] if t.get("first_credential_id")]
+    made["initial_credits"] = None
+    return f"/tenants/{document['tenants'].index(made)}/initial_credits"
+
+
+def _thirtieth_of_february(document: dict[str, Any]) -> str:
+    t, dev = _dev(document)
+    dev["proposals"][0]["expires_at"] = "2039-02-30T00:00:00.000000Z"
+    return f"/tenants/{t}/proposals/0/expires_at"
+
+
+def _frozen_before_1970(document: dict[str, Any]) -> str:
+    document["clocks"]["server"] = {"now": "0001-01-01T00:00:00.000000Z", "frozen": True, "offset_us": 0}
+    return "/clocks/server/now"
+
+
+@pytest.mark.parametrize(
+    "break_it",
+    [_done_without_status, _first_credential_without_credits, _thirtieth_of_february, _frozen_before_1970],
+)
+async def test_a_snapshot_the_schema_takes_but_the_fake_could_not_serve_is_a_422(fake, break_it) -> None:
+    """Each of these was restored, and a later replay, tenant reset or console page answered 500 (or
+    the fake wrote times it could not read back)."""
+    await _lifecycle(fake)
+    await fake.admin.create_tenant("tenant-made")
+    before = await _snapshot(fake)
+    broken = copy.deepcopy(before)
+    pointer = break_it(broken)
+    response = await _put(fake, broken)
+    assert response.status_code == 422, response.text
+    assert [e["pointer"] for e in response.json()["details"]["errors"]] == [pointer]
+    assert await _snapshot(fake) == before
+
+
 async def test_a_snapshot_repeating_an_id_is_a_422_with_its_pointer_and_changes_nothing(fake) -> None:
     await _lifecycle(fake)
     before = await _snapshot(fake)
