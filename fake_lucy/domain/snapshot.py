@@ -19,7 +19,7 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any
 
-from fake_lucy.domain import clock, server_state
+from fake_lucy.domain import clock, events, server_state
 from fake_lucy.domain.errors import invalid_field, invalid_request
 from fake_lucy.domain.lifecycle import clear_index, create_index, index_memory
 from fake_lucy.domain.principals import Scope, bump_auth_epoch
@@ -389,6 +389,8 @@ def restore_state(
                 )
     bump_auth_epoch(conn)
     server_state.bump_index_epoch(conn)
+    # the state was replaced: a reset, to the snapshot's state (a live page reloads on it)
+    events.emit(conn, "reset", {"snapshot": True}, at=clock.now(conn, tenant), tenant=tenant)
 
 
 def _clock_columns(written: dict[str, Any], pointer: str) -> tuple[int | None, int]:

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from fake_lucy.domain import clock, lifecycle
+from fake_lucy.domain import clock, events, lifecycle
 from fake_lucy.domain.defaults import DEFAULTS
 from fake_lucy.domain.epochs import bump_auth_epoch
 from fake_lucy.domain.errors import DomainError
@@ -172,6 +172,7 @@ def reset(conn: sqlite3.Connection, tenant: str) -> None:
         queries.restore_tenant_start(conn, record, proposal_ttl_seconds=DEFAULT_PROPOSAL_TTL_SECONDS)
     clock.follow_server(conn, tenant)
     bump_auth_epoch(conn)
+    events.emit(conn, "reset", {}, at=clock.now(conn, tenant), tenant=tenant)
 
 
 def delete(conn: sqlite3.Connection, tenant: str, *, scope: AdminScope) -> None:

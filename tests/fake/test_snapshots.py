@@ -203,6 +203,14 @@ async def test_a_snapshot_the_schema_takes_but_the_fake_could_not_serve_is_a_422
     assert await _snapshot(fake) == before
 
 
+async def test_a_restored_snapshot_is_a_server_wide_reset_event(fake) -> None:
+    document = await _snapshot(fake)
+    async with fake.admin.watch() as stream:
+        assert (await _put(fake, document)).status_code == 200
+        restored = await stream.wait_for("reset", timeout=2)
+    assert (restored.tenant, restored.data) == (None, {"snapshot": True})
+
+
 async def test_a_snapshot_repeating_an_id_is_a_422_with_its_pointer_and_changes_nothing(fake) -> None:
     await _lifecycle(fake)
     before = await _snapshot(fake)

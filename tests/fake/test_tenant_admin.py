@@ -360,3 +360,15 @@ async def test_a_snapshot_cannot_make_an_admin_token_a_v1_credential(fake, tenan
         assert (await recall(as_v1, "memory")).status_code == 401
     async with fake.client(a.token) as still:  # nothing changed
         assert (await recall(still, "memory")).status_code == 200
+
+
+async def test_a_tenant_reset_and_a_restored_tenant_snapshot_are_reset_events_of_the_tenant(tenants) -> None:
+    a, _ = tenants
+    document = await a.admin.call("GET", "/snapshot")
+    async with a.admin.watch() as stream:
+        await a.admin.reset()
+        reset = await stream.wait_for("reset", timeout=2)
+        await a.admin.call("PUT", "/snapshot", document)
+        restored = await stream.wait_for("reset", timeout=2)
+    assert (reset.tenant, reset.data) == (a.id, {})
+    assert (restored.tenant, restored.data) == (a.id, {"snapshot": True})
