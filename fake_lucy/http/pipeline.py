@@ -339,7 +339,8 @@ class V1Pipeline:
             "phase": phase,
             "request_id": call.request_id,
         }
-        events.emit(conn, "fault.fired", data, at=clock.now(conn), tenant=call.principal.tenant_id)
+        tenant = call.principal.tenant_id
+        events.emit(conn, "fault.fired", data, at=clock.now(conn, tenant), tenant=tenant)
 
     def _rate_limit(self, call: _Call, *, take: bool = True) -> None:
         """Step 6; while a limit is set every response after step 3 carries the headers."""

@@ -372,3 +372,13 @@ async def test_a_tenant_reset_and_a_restored_tenant_snapshot_are_reset_events_of
         restored = await stream.wait_for("reset", timeout=2)
     assert (reset.tenant, reset.data) == (a.id, {})
     assert (restored.tenant, restored.data) == (a.id, {"snapshot": True})
+
+
+async def test_a_fired_fault_is_an_event_at_its_tenants_time(fake, tenants) -> None:
+    a, _ = tenants
+    await a.admin.set_clock(frozen=True)
+    moved = await a.admin.advance_clock(3 * 24 * 3600)  # the tenant's clock only
+    async with a.admin.watch() as stream, fake.client(a.token) as client:
+        assert (await status(client, a.pending)).status_code == 503  # the populated tenant's fault
+        fired = await stream.wait_for("fault.fired", timeout=2)
+    assert (fired.tenant, fired.at) == (a.id, moved["now"])
