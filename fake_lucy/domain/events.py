@@ -31,7 +31,7 @@ import orjson
 from fake_lucy.store import events as store
 from fake_lucy.store.events import EventRow
 
-__all__ = ["EVENT_TYPES", "HISTORY", "EventRow", "after", "batch", "emit", "resume_after"]
+__all__ = ["EVENT_TYPES", "HISTORY", "EventRow", "after", "batch", "emit", "resume_after", "seal_tenant"]
 
 EVENT_TYPES = frozenset(
     {
@@ -92,8 +92,14 @@ def batch(conn: sqlite3.Connection) -> Iterator[None]:
 
 
 def after(conn: sqlite3.Connection, last_id: int, *, tenant: str | None, limit: int = 500) -> list[EventRow]:
-    """The events after ``last_id``, oldest first (a tenant: its own and the server-wide ones)."""
+    """The events after ``last_id``, oldest first (a tenant: its own and the server-wide ones, since
+    the tenant was made)."""
     return store.events_after(conn, last_id, tenant=tenant, limit=limit)
+
+
+def seal_tenant(conn: sqlite3.Connection, tenant: str) -> None:
+    """``tenant`` is deleted: a tenant made again under its id sees none of its events."""
+    store.seal(conn, tenant)
 
 
 def resume_after(conn: sqlite3.Connection, last_event_id: int | None) -> int:

@@ -181,4 +181,5 @@ def delete(conn: sqlite3.Connection, tenant: str, *, scope: AdminScope) -> None:
     lifecycle.clear_index(conn, tenant, drop=True)
     queries.purge_tenant(conn, tenant, keep=None)
     queries.delete_tenant_row(conn, tenant)
+    events.seal_tenant(conn, tenant)
     bump_auth_epoch(conn)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import orjson
 
-__all__ = ["BATCH", "EventRow", "append", "events_after", "last_id", "oldest_id"]
+__all__ = ["BATCH", "EventRow", "append", "events_after", "last_id", "oldest_id", "seal"]
 
 BATCH = "batch"  # the type of a row that holds several events
 PRUNE_EVERY = 256  # ids between two prunings of the history
@@ -66,7 +66,7 @@ def _expand(seq: int, type_: str, tenant: str | None, at: str, data: str) -> lis
 
 def events_after(conn: sqlite3.Connection, after: int, *, tenant: str | None, limit: int) -> list[EventRow]:
     """Events with an id above ``after``, oldest first, from at most ``limit`` rows; for a tenant
-    its own and the server-wide ones."""
+    its own and the server-wide ones, past its horizon (``seal``)."""
     if tenant is None:
         rows = conn.execute(
             "SELECT seq, type, tenant_id, at, data FROM events WHERE seq > ? ORDER BY seq LIMIT ?",
@@ -75,10 +75,20 @@ def events_after(conn: sqlite3.Connection, after: int, *, tenant: str | None, li
     else:
         rows = conn.execute(
             "SELECT seq, type, tenant_id, at, data FROM events WHERE seq > ?"
+            " AND seq > coalesce((SELECT after_seq FROM event_horizons WHERE tenant_id = ?), 0)"
             " AND (tenant_id = ? OR tenant_id IS NULL) ORDER BY seq LIMIT ?",
-            (after, tenant, limit),
+            (after, tenant, tenant, limit),
         ).fetchall()
     return [event for r in rows for event in _expand(int(r[0]), r[1], r[2], r[3], r[4]) if event.id > after]
+
+
+def seal(conn: sqlite3.Connection, tenant: str) -> None:
+    """The history so far is not for a tenant made later under the id ``tenant``."""
+    conn.execute(
+        "INSERT OR REPLACE INTO event_horizons (tenant_id, after_seq)"
+        " VALUES (?, (SELECT coalesce(max(seq), 0) FROM events))",
+        (tenant,),
+    )
 
 
 def last_id(conn: sqlite3.Connection) -> int:

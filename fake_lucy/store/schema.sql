@@ -15,6 +15,8 @@ CREATE TABLE console_sessions (id_sha256 VARCHAR NOT NULL, tenant_id VARCHAR, cr
 CREATE TABLE credentials (id VARCHAR NOT NULL, token_sha256 VARCHAR NOT NULL, tenant_id VARCHAR NOT NULL, account_id VARCHAR NOT NULL, user_id VARCHAR NOT NULL, permissions VARCHAR NOT NULL, scopes VARCHAR NOT NULL, builtin BOOLEAN NOT NULL, revoked BOOLEAN NOT NULL, PRIMARY KEY (id), UNIQUE (token_sha256));
 CREATE INDEX ix_credentials_tenant_id ON credentials (tenant_id);
 
+CREATE TABLE event_horizons (tenant_id VARCHAR NOT NULL, after_seq INTEGER NOT NULL, PRIMARY KEY (tenant_id));
+
 CREATE TABLE events (seq INTEGER NOT NULL, type VARCHAR NOT NULL, tenant_id VARCHAR, at VARCHAR NOT NULL, data VARCHAR NOT NULL, PRIMARY KEY (seq));
 
 CREATE TABLE faults (seq INTEGER NOT NULL, id VARCHAR NOT NULL, remaining INTEGER NOT NULL, tenant_id VARCHAR, credential_id VARCHAR, operation VARCHAR NOT NULL, phase VARCHAR NOT NULL, status INTEGER NOT NULL, code VARCHAR NOT NULL, retry_after INTEGER, drop_connection BOOLEAN NOT NULL, delay_ms INTEGER, hold_ms INTEGER, PRIMARY KEY (seq), UNIQUE (id));

@@ -319,6 +319,16 @@ class Event(SQLModel, table=True):
     data: str
 
 
+class EventHorizon(SQLModel, table=True):
+    """Where a tenant id's event history starts for its admin: after the newest event when a tenant
+    of that id was last deleted, so a tenant made again under the id never reads the deleted one's
+    events. Part of the event history, not of the state: a reset keeps it, like the events."""
+
+    __tablename__ = "event_horizons"
+    tenant_id: str = Field(primary_key=True)
+    after_seq: int
+
+
 class ConsoleSession(SQLModel, table=True):
     """A review console session (SPEC 3.10): the cookie's id only as its SHA-256. Wall-clock
     microseconds, not the server clock: advancing the fake's clock logs nobody out. Reset keeps it."""

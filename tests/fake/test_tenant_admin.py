@@ -382,3 +382,19 @@ async def test_a_fired_fault_is_an_event_at_its_tenants_time(fake, tenants) -> N
         assert (await status(client, a.pending)).status_code == 503  # the populated tenant's fault
         fired = await stream.wait_for("fault.fired", timeout=2)
     assert (fired.tenant, fired.at) == (a.id, moved["now"])
+
+
+async def test_a_tenant_made_again_under_a_deleted_ones_id_reads_none_of_its_events(
+    fake, admin, tenants
+) -> None:
+    a, _ = tenants
+    await admin.delete_tenant(a.id)
+    again = await admin.create_tenant(a.id)
+    async with tenant_admin(fake, again) as own, own.watch(after=0) as stream:  # all it may read
+        async with fake.client(again["credential"]["token"]) as client:
+            assert (await propose(client, proposal_body("The new tenant's first note."))).status_code == 201
+        created = await stream.wait_for("proposal.created", timeout=2)
+    assert created.data["credential_id"] == again["credential"]["credential_id"]
+    seen = json.dumps([event.data for event in stream.seen])
+    for old in (a.pending, a.memory, a.deleted, a.credential_id):  # each named in the old events
+        assert old not in seen
