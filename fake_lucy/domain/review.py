@@ -131,7 +131,7 @@ def request_chains(
 
     A retry chain is every request of one credential under one ``Idempotency-Key``.
     """
-    rows = admin.journal(conn, JournalFilter(newest=newest), after=0, limit=newest).items
+    rows = admin.journal(conn, JournalFilter(tenant=tenant, newest=newest), after=0, limit=newest).items
     chains: dict[tuple[str, str], Chain] = {}
     ordered: list[Chain] = []
     for row in rows:
@@ -179,8 +179,8 @@ class SettingsView:
 def settings(conn: sqlite3.Connection, *, tenant: str | None) -> SettingsView:
     tenants = review.tenant_ids(conn, tenant=tenant, limit=TENANTS_SHOWN)
     return SettingsView(
-        clock=clock.state(conn),
-        faults=faults.list_faults(conn),
+        clock=clock.state(conn, tenant),
+        faults=faults.list_faults(conn, tenant=tenant),
         policies={name: policy.get_policy(conn, name) for name in tenants},
         last_event_id=events.resume_after(conn, None),
     )

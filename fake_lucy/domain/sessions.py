@@ -25,6 +25,7 @@ __all__ = [
     "create_link",
     "csrf_token",
     "end",
+    "end_tenant",
     "resume",
     "start",
     "use_link",
@@ -90,6 +91,11 @@ def still_valid(conn: sqlite3.Connection, digest: str) -> bool:
 
 def end(conn: sqlite3.Connection, session_id: str) -> None:
     store.delete_session(conn, _digest(session_id))
+
+
+def end_tenant(conn: sqlite3.Connection, tenant: str) -> None:
+    """``tenant`` is deleted: its admins' console sessions end and their links stop working."""
+    store.delete_tenant(conn, tenant)
 
 
 def create_link(conn: sqlite3.Connection, tenant: str | None = None) -> str:

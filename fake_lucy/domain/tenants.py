@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from fake_lucy.domain import clock, events, lifecycle
+from fake_lucy.domain import clock, events, lifecycle, sessions
 from fake_lucy.domain.defaults import DEFAULTS
 from fake_lucy.domain.epochs import bump_auth_epoch
 from fake_lucy.domain.errors import DomainError
@@ -182,4 +182,5 @@ def delete(conn: sqlite3.Connection, tenant: str, *, scope: AdminScope) -> None:
     queries.purge_tenant(conn, tenant, keep=None)
     queries.delete_tenant_row(conn, tenant)
     events.seal_tenant(conn, tenant)
+    sessions.end_tenant(conn, tenant)
     bump_auth_epoch(conn)

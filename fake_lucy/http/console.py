@@ -29,7 +29,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from fake_lucy import __version__
-from fake_lucy.domain import admin, clock, faults, policy, review, sessions
+from fake_lucy.domain import admin, clock, faults, policy, review, sessions, tenants
 from fake_lucy.domain.errors import DomainError
 from fake_lucy.domain.ids import random_request_id
 from fake_lucy.domain.sessions import Session
@@ -211,11 +211,14 @@ class Console:
             raise _Refused("the form's CSRF token is missing or wrong")
         return session
 
-    def _admin_token_ok(self, token: str) -> bool:
-        """The control API's rule: the admin token (the built-in one only on a loopback bind)."""
-        if not token or not hmac.compare_digest(token.encode("utf-8"), self.fake.admin_token.encode("utf-8")):
-            return False
-        return not (self.fake.admin_token_is_builtin and not self.fake.loopback)
+    def _admin_scope(self, conn: sqlite3.Connection, token: str) -> tenants.AdminScope | None:
+        """The control API's rule: the server admin token (the built-in one only on a loopback
+        bind), or a tenant's admin token, whose session sees only its tenant; else None."""
+        if not token:
+            return None
+        if hmac.compare_digest(token.encode("utf-8"), self.fake.admin_token.encode("utf-8")):
+            return None if self.fake.admin_token_is_builtin and not self.fake.loopback else tenants.SERVER
+        return tenants.authenticate_admin(conn, token)
 
     @staticmethod
     def _next(form: Mapping[str, str]) -> str:
@@ -325,6 +328,12 @@ def _reset_page(conn: sqlite3.Connection, session: Session, query: Mapping[str, 
 
 # -- the actions: the control API's domain calls ------------------------------------------------
 
+
+def _scope(session: Session) -> tenants.AdminScope:
+    """Who acts: a tenant admin's session reaches only its tenant (another's object is not found)."""
+    return tenants.SERVER if session.tenant is None else tenants.AdminScope(session.tenant)
+
+
 _DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400}
 
 
@@ -390,7 +399,9 @@ def console_router(fake: FakeLucy, stream: EventStream) -> APIRouter:
             reason = form.get("reason", "").strip() or None
             if reason is not None:
                 _valid("control-reject-request.schema.json", {"reason_detail": reason})
-            admin.decide(conn, fake.ids, path["proposal_id"], decision, reason_detail=reason)
+            admin.decide(
+                conn, fake.ids, path["proposal_id"], decision, reason_detail=reason, scope=_scope(session)
+            )
 
         return action(do)
 
@@ -401,12 +412,12 @@ def console_router(fake: FakeLucy, stream: EventStream) -> APIRouter:
     def delete_memory(
         conn: sqlite3.Connection, session: Session, form: Mapping[str, str], path: Mapping[str, str]
     ) -> None:
-        admin.delete_memory(conn, path["memory_id"])
+        admin.delete_memory(conn, path["memory_id"], scope=_scope(session))
 
     def restore_memory(
         conn: sqlite3.Connection, session: Session, form: Mapping[str, str], path: Mapping[str, str]
     ) -> None:
-        admin.restore_memory(conn, path["memory_id"])
+        admin.restore_memory(conn, path["memory_id"], scope=_scope(session))
 
     post("/memories/{memory_id}/delete", action(delete_memory))
     post("/memories/{memory_id}/restore", action(restore_memory))
@@ -415,14 +426,13 @@ def console_router(fake: FakeLucy, stream: EventStream) -> APIRouter:
         conn: sqlite3.Connection, session: Session, form: Mapping[str, str], path: Mapping[str, str]
     ) -> None:
         seconds = _seconds(form.get("by", ""))
-        clock.advance(
-            conn, _valid("control-clock-advance-request.schema.json", {"seconds": seconds})["seconds"]
-        )
+        valid = _valid("control-clock-advance-request.schema.json", {"seconds": seconds})
+        clock.advance(conn, valid["seconds"], session.tenant)
 
     def freeze(
         conn: sqlite3.Connection, session: Session, form: Mapping[str, str], path: Mapping[str, str]
     ) -> None:
-        clock.set_clock(conn, now=None, frozen=form.get("frozen") == "true")
+        clock.set_clock(conn, now=None, frozen=form.get("frozen") == "true", tenant=session.tenant)
 
     post("/clock/advance", action(advance))
     post("/clock/freeze", action(freeze))
@@ -435,12 +445,13 @@ def console_router(fake: FakeLucy, stream: EventStream) -> APIRouter:
             "status": _int(form, "status"),
             "count": _int(form, "count", 1),
         }
-        faults.create(conn, fake.ids, _valid("control-fault-create-request.schema.json", spec))
+        valid = _valid("control-fault-create-request.schema.json", spec)
+        faults.create(conn, fake.ids, valid, tenant=session.tenant)
 
     def clear_faults(
         conn: sqlite3.Connection, session: Session, form: Mapping[str, str], path: Mapping[str, str]
     ) -> None:
-        faults.clear(conn)
+        faults.clear(conn, tenant=session.tenant)
 
     post("/faults", action(add_fault))
     post("/faults/clear", action(clear_faults))
@@ -466,14 +477,18 @@ def console_router(fake: FakeLucy, stream: EventStream) -> APIRouter:
         try:
             form = await console._form(request)
             with fake.db.write() as conn:
-                console._check(console._session(conn, request), request, form)
+                session = console._check(console._session(conn, request), request, form)
         except _Refused as exc:
             return console.message("Refused", str(exc), status=403)
         except _BadInput as exc:
             return console.message("Bad request", str(exc), status=400)
         if form.get("confirm") != "reset":
             return console.message("Not reset", "Type reset in the box to confirm.", status=400)
-        fake.reset()
+        if session.tenant is None:
+            fake.reset()
+        else:  # a tenant admin's reset: its tenant alone, as over the control API
+            with fake.db.write() as conn:
+                tenants.reset(conn, session.tenant)
         return RedirectResponse(PREFIX + "/", status_code=303, headers=SECURITY_HEADERS)
 
     post("/reset", reset)
@@ -496,12 +511,13 @@ def console_router(fake: FakeLucy, stream: EventStream) -> APIRouter:
             return console.message(
                 "Refused", "the request does not come from this console's origin", status=403
             )
-        if not console._admin_token_ok(form.get("token", "").strip()):
+        with fake.db.write() as conn:
+            scope = console._admin_scope(conn, form.get("token", "").strip())
+            session_id = None if scope is None else sessions.start(conn, scope.tenant)
+        if session_id is None:
             return console.render(
                 "login.html", http_status=401, session=None, error="That is not an admin token."
             )
-        with fake.db.write() as conn:
-            session_id = sessions.start(conn, None)
         response = RedirectResponse(PREFIX + "/", status_code=303, headers=SECURITY_HEADERS)
         _set_cookie(response, request, session_id)
         return response

@@ -10,6 +10,7 @@ __all__ = [
     "SessionRow",
     "delete_expired",
     "delete_session",
+    "delete_tenant",
     "insert_link",
     "insert_session",
     "session",
@@ -67,3 +68,9 @@ def take_link(conn: sqlite3.Connection, digest: str, now_us: int) -> tuple[bool,
     if row is None or int(row[1]) < now_us:
         return False, None
     return True, row[0]
+
+
+def delete_tenant(conn: sqlite3.Connection, tenant: str) -> None:
+    """A deleted tenant's console sessions and unused login links."""
+    conn.execute("DELETE FROM console_sessions WHERE tenant_id = ?", (tenant,))
+    conn.execute("DELETE FROM console_links WHERE tenant_id = ?", (tenant,))

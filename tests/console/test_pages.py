@@ -317,3 +317,33 @@ async def test_pages_take_their_paging_and_filters_and_refuse_bad_ones(
     )
     for bad in ("/proposals?status=maybe", "/?after=x", "/memories?after=nope"):
         assert (await browser.get(CONSOLE + bad)).status_code == 400, bad
+
+
+async def test_a_tenant_admin_logs_in_and_sees_and_changes_only_its_tenant(
+    fake: InProcessFake, browser: httpx.AsyncClient, admin: FakeAdmin, api: httpx.AsyncClient
+) -> None:
+    """SPEC 3.10: the login takes a tenant's admin token too, and its session sees only its tenant."""
+    frozen = (await admin.set_clock(frozen=True))["now"]
+    made = await admin.create_tenant("tenant-review")
+    theirs = (await propose(api, proposal_body("The dev tenant plan."))).json()["proposal"]["id"]
+    async with fake.client(made["credential"]["token"]) as tenant_api:
+        mine = (await propose(tenant_api, proposal_body("The review tenant plan."))).json()["proposal"]["id"]
+    assert (await log_in(browser, made["admin_token"])).status_code == 303
+    queue = await browser.get(CONSOLE + "/")
+    assert "The review tenant plan." in queue.text
+    assert "tenant tenant-review" in queue.text
+    for path in PAGES:  # no page shows the other tenant's proposal or requests
+        assert "The dev tenant" not in (await browser.get(CONSOLE + path)).text, path
+    csrf = csrf_of(queue.text)
+    refused = await act(browser, f"/proposals/{theirs}/approve", csrf)
+    assert refused.status_code == 404
+    assert (await act(browser, f"/proposals/{mine}/approve", csrf)).status_code == 303
+    assert (await act(browser, "/clock/advance", csrf, by="3d")).status_code == 303
+    assert (await act(browser, "/faults", csrf, operation="recall", status="503")).status_code == 303
+    assert (await api.post("/api/agent-memory/v1/recall", json={"query": "plan"})).status_code == 200
+    assert (await act(browser, "/reset", csrf, confirm="reset")).status_code == 303
+    assert {p["id"]: p["status"] for p in (await admin.proposals())["items"]}[theirs] == "pending"
+    assert (await admin.proposals(tenant="tenant-review"))["items"] == []  # reset to its start
+    assert (await admin.clock())["now"] == frozen  # the tenant's 3 days moved its clock alone
+    await admin.delete_tenant("tenant-review")  # its session ends with it
+    assert (await browser.get(CONSOLE + "/")).headers["location"] == CONSOLE + "/login"
