@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 import uvicorn
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 
 from fake_lucy.app import create_app
 from fake_lucy.domain.defaults import DEFAULT_ADMIN_TOKEN, DEV_TOKEN
@@ -33,8 +34,26 @@ __all__ = ["STARTUP_LIMIT", "InProcessFake", "LiveServer", "ServeProcess", "poll
 STARTUP_LIMIT = 120.0
 
 
+class _FixtureSettings(FakeLucySettings):
+    """The settings of a fake a fixture makes (``InProcessFake``, ``LiveServer``): the built-in
+    defaults and what the fixture passes. The ``FAKE_LUCY_*`` environment configures a served fake
+    (a CI job may set its admin token, host or seed for ``pytest --lucy-url``); it must not change
+    the fixtures' own fakes, whose tokens the fixtures know."""
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings,)
+
+
 def _settings(database: Path | str, **options: Any) -> FakeLucySettings:
-    return FakeLucySettings(database=str(database), **options)
+    return _FixtureSettings(database=str(database), **options)
 
 
 def poll_until(ready: Callable[[], bool], failure: str, timeout: float = STARTUP_LIMIT) -> None:

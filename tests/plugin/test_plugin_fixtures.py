@@ -14,6 +14,7 @@ from fake_lucy.testing import (
     RecordingSyncAgentMemoryClient,
 )
 from lucy_memory import AgentMemoryClient, RateLimitedError, SyncAgentMemoryClient
+from tests.helpers import V1
 
 PROPOSAL = json.dumps(
     {
@@ -88,3 +89,24 @@ def test_a_recording_client_refuses_a_sleep_of_its_own(fake_lucy_server: LiveSer
 
     with pytest.raises(TypeError):
         RecordingAgentMemoryClient(transport=None, token="t", permissions=["memory:read"], sleep=sleep)
+
+
+@pytest.mark.anyio
+async def test_the_fixtures_fakes_ignore_the_fake_lucy_environment_meant_for_a_served_fake(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A CI job that sets FAKE_LUCY_ADMIN_TOKEN (for ``--lucy-url``), FAKE_LUCY_HOST=0.0.0.0 (as the
+    compose service does) or FAKE_LUCY_SEED still gets working in-process and live fakes."""
+    monkeypatch.setenv("FAKE_LUCY_ADMIN_TOKEN", "a-served-fakes-admin-token-0123456789")
+    monkeypatch.setenv("FAKE_LUCY_HOST", "0.0.0.0")  # noqa: S104 - the variable's value, not a bind
+    monkeypatch.setenv("FAKE_LUCY_SEED", str(tmp_path / "no-such-seed.json"))
+    fake = InProcessFake(tmp_path / "in-process.sqlite3")
+    assert (await fake.admin.reset())["reset"] is True
+    async with fake.client() as client:
+        assert (await client.post(V1 + "/recall", json={"query": "x"})).status_code == 200
+    live_directory = tmp_path / "live"
+    live_directory.mkdir()
+    with LiveServer.start(live_directory) as live:
+        assert live.reset() >= 0
+        async with live.client() as client:
+            assert (await client.post(V1 + "/recall", json={"query": "x"})).status_code == 200
