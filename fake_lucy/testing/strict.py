@@ -16,6 +16,7 @@ time; what talks to a fake is imported when a test needs it.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -74,9 +75,18 @@ def format_findings(findings: list[dict[str, Any]]) -> str:
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
+_MAX_NAME = 200  # characters before ``.json``: file systems take 255 bytes
+
+
 def dump_file_name(nodeid: str) -> str:
-    """The node id with every character outside ``A-Za-z0-9._-`` replaced by ``_``, plus ``.json``."""
-    return _UNSAFE.sub("_", nodeid) + ".json"
+    """The node id with every character outside ``A-Za-z0-9._-`` replaced by ``_``, plus ``.json``.
+    A longer one keeps its first characters and ends with 16 hex digits of the id's SHA-256, so two
+    long ids that share their start still get two files."""
+    name = _UNSAFE.sub("_", nodeid)
+    if len(name) > _MAX_NAME:
+        digest = hashlib.sha256(nodeid.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        name = f"{name[: _MAX_NAME - 17]}-{digest}"
+    return name + ".json"
 
 
 def _strict(item: pytest.Item) -> bool:
@@ -167,8 +177,15 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         if baselines:
             control, baseline = baselines[0]
             path = Path(directory)
-            path.mkdir(parents=True, exist_ok=True)
-            document = control.dump(item.nodeid, baseline)
             target = path / dump_file_name(item.nodeid)
-            target.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+            try:
+                path.mkdir(parents=True, exist_ok=True)
+                document = control.dump(item.nodeid, baseline)
+                target.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+            except Exception as exc:
+                # a dump that cannot be made (the fake went with the failure, the disk is full) must
+                # not stop the run: the report says so, and the run goes on
+                report.sections.append(
+                    ("lucy dump", f"no dump written to {target}: {type(exc).__name__}: {exc}")
+                )
     return report

@@ -131,3 +131,34 @@ async def test_without_the_marker_the_fake_is_fresh(fake_lucy):
     )
     result = pytester.runpytest("-p", "no:randomly", "test_use.py", "-W", "error")
     result.assert_outcomes(passed=2)
+
+
+def test_a_long_test_id_gets_a_short_dump_name_and_an_unwritable_dump_never_stops_the_run(
+    pytester: pytest.Pytester, tmp_path
+) -> None:
+    pytester.makepyfile(
+        test_long="""
+        import pytest
+
+        pytestmark = pytest.mark.anyio
+
+        @pytest.fixture
+        def anyio_backend():
+            return "asyncio"
+
+        @pytest.mark.parametrize("n", [pytest.param(1, id="y" * 300), pytest.param(2, id="y" * 299 + "z")])
+        async def test_fails(fake_lucy, n):
+            assert n == 0
+        """
+    )
+    dumps = tmp_path / "dumps"
+    result = pytester.runpytest("-p", "no:randomly", f"--lucy-dump-on-failure={dumps}")
+    result.assert_outcomes(failed=2)
+    names = sorted(path.name for path in dumps.iterdir())
+    assert len(names) == 2  # two ids alike in their first 200 characters: two files
+    assert all(len(name) <= 205 for name in names)
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a directory")
+    result = pytester.runpytest("-p", "no:randomly", f"--lucy-dump-on-failure={blocked / 'dumps'}")
+    result.assert_outcomes(failed=2)  # no INTERNALERROR: each failure says why it has no dump
+    result.stdout.fnmatch_lines(["*no dump written to*"])
