@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from fake_lucy.domain.errors import DomainError
 from fake_lucy.domain.principals import Principal, Scope
 
-__all__ = ["Replay", "discard", "lookup", "record"]
+__all__ = ["Replay", "after_hold", "discard", "discard_held", "lookup", "record"]
 
 # An in-flight marker older than this belongs to a request that died; it no longer blocks the key.
 IN_FLIGHT_GRACE_SECONDS = 120
@@ -98,6 +98,31 @@ def record(
             expires_at,
             None if answer is not None else in_flight_until,
         ),
+    )
+
+
+def after_hold(
+    conn: sqlite3.Connection, principal: Principal, key: str, body_sha256: str, *, request_id: str, now: str
+) -> Replay | None:
+    """Once a request that held ``key`` in flight goes on: ``None`` while the key is still its own
+    (or free: a reset took it), so it executes; else what another request with the key would meet —
+    a replay of that request's answer, or 409 while it holds the key. (Another request takes the key
+    over when the marker went stale meanwhile: the fake's clock moved past the hold and its grace.)"""
+    row = conn.execute(
+        "SELECT state, original_request_id FROM idempotency_records WHERE account_id = ? AND key = ?",
+        (principal.account_id, key),
+    ).fetchone()
+    if row is None or (row["state"] == "in_flight" and row["original_request_id"] == request_id):
+        return None
+    return lookup(conn, principal, key, body_sha256, now=now)
+
+
+def discard_held(conn: sqlite3.Connection, account: str, key: str, request_id: str) -> None:
+    """Give up the in-flight marker of ``request_id`` (not one another request holds by now)."""
+    conn.execute(
+        "DELETE FROM idempotency_records WHERE account_id = ? AND key = ? AND state = 'in_flight'"
+        " AND original_request_id = ?",
+        (account, key, request_id),
     )
 
 

@@ -586,10 +586,16 @@ class V1Pipeline:
         try:
             with self._transaction() as conn:
                 tx = server_state.in_transaction(conn, principal.tenant_id, principal.account_id)
+                now = clock.format_us(tx.now_us)
+                replay = idempotency.after_hold(
+                    conn, principal, key, body_hash, request_id=call.request_id, now=now
+                )
+                if replay is not None:  # another request with the key took it over and answered
+                    return self._replay(call, replay, tx.balance)
                 return self._execute_propose(conn, call, body, body_hash, secret, tx)
         except DomainError:
             with self._transaction() as conn:
-                idempotency.discard(conn, principal.account_id, key)
+                idempotency.discard_held(conn, principal.account_id, key, call.request_id)
             raise
 
     def _execute_propose(

@@ -220,3 +220,37 @@ async def assert_in_flight_conflict(
     assert replay.content == held.content
     assert len(await proposal_ids(admin)) == 1
     assert await propose_charges(admin) == 1
+
+
+async def test_a_key_taken_over_while_its_request_was_held_is_one_proposal_charged_once(
+    fake: InProcessFake, admin: FakeAdmin
+) -> None:
+    """The held request's marker goes stale when the fake's clock passes its hold and grace; another
+    request with the key then executes. The held one, going on, replays that answer instead of
+    making a second proposal and charge (and leaves the other's record as it is)."""
+    await admin.set_clock(frozen=True)
+    await admin.add_fault("propose", 503, phase="in_flight", hold_ms=300)
+    results: dict[str, httpx.Response] = {}
+
+    async def held() -> None:
+        async with fake.client(event_hooks=HOOKS) as client:
+            results["held"] = await propose(client, key="taken-over")
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(held)
+        with anyio.fail_after(10):
+            while await admin.faults():  # the marker is committed together with taking the fault
+                await anyio.lowlevel.checkpoint()
+        await admin.advance_clock(200)  # past the hold and the 120 s grace: the marker is stale
+        async with fake.client(event_hooks=HOOKS) as client:
+            results["later"] = await propose(client, key="taken-over")
+        assert "held" not in results
+    later, first = results["later"], results["held"]
+    assert (later.status_code, later.headers["Lucy-Credits-Charged"]) == (201, "1")
+    assert (first.status_code, first.headers["Idempotent-Replayed"]) == (201, "true")
+    assert first.content == later.content  # the answer the later request stored, byte for byte
+    assert len(await proposal_ids(admin)) == 1
+    assert await propose_charges(admin) == 1
+    async with fake.client(event_hooks=HOOKS) as client:
+        replay = await propose(client, key="taken-over")
+    assert replay.headers["Lucy-Original-Request-Id"] == later.headers["Lucy-Request-Id"]
