@@ -133,7 +133,12 @@ def _require_version(head: MemoryRecord, expected: int) -> None:
         raise DomainError(
             "version_conflict",
             "the replacement names a version that is no longer the active one",
-            details={"memory_id": head.id, "expected_version": expected, "current_version": head.version},
+            # a JSON 1.0 is the integer 1 (SPEC 1.1): the details say it as an integer
+            details={
+                "memory_id": head.id,
+                "expected_version": int(expected),
+                "current_version": head.version,
+            },
         )
 
 

@@ -132,17 +132,19 @@ async def test_an_explicit_null_topic_clears_it(api, admin) -> None:
     assert (found[0]["topic"], found[0]["version"]) == (None, 2)
 
 
-async def test_replacing_an_older_version_is_a_version_conflict_with_details(api, admin) -> None:
+@pytest.mark.parametrize("version", [1, 1.0])
+async def test_replacing_an_older_version_is_a_version_conflict_with_details(api, admin, version) -> None:
     first = await approved_memory(api, admin, "Cache for 5 minutes.", topic="cache-ttl")
     memory_id = first["memory"]["id"]
     await admin.approve((await _pending(api, content="Cache for 10 minutes.", topic="cache-ttl"))["id"])
     stale = await propose(
-        api, proposal_body("Cache for 1 minute.", replaces={"memory_id": memory_id, "version": 1})
+        api, proposal_body("Cache for 1 minute.", replaces={"memory_id": memory_id, "version": version})
     )
     assert stale.status_code == 409
     problem = stale.json()
     assert problem["code"] == "version_conflict"
     assert problem["details"] == {"memory_id": memory_id, "expected_version": 1, "current_version": 2}
+    assert b'"expected_version":1,' in stale.content  # 1.0 counts as the integer 1 (SPEC 1.1)
 
 
 async def test_replacing_an_unknown_or_deleted_memory_is_memory_not_found(api, admin) -> None:
