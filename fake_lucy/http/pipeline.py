@@ -378,7 +378,9 @@ class V1Pipeline:
         if call.request.method == "POST":
             content_type = headers.get("content-type", "")
             media, _, params = content_type.partition(";")
-            charset = params.strip().lower().replace(" ", "")
+            name, _, value = params.strip().lower().replace(" ", "").partition("=")
+            # a parameter's value may be quoted (RFC 9110 5.6.6): charset="utf-8" is charset=utf-8
+            charset = name + "=" + value.strip('"') if value else name
             if media.strip().lower() != JSON or charset not in ("", "charset=utf-8"):
                 raise ProblemError("unsupported_media_type", "the body must be application/json (UTF-8)")
             try:

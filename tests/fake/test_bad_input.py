@@ -51,7 +51,14 @@ async def test_malformed_json_is_400_invalid_json_and_changes_nothing(api, admin
 
 
 @pytest.mark.parametrize(
-    "content_type", [None, "text/plain", "application/xml", "application/json; charset=latin-1"]
+    "content_type",
+    [
+        None,
+        "text/plain",
+        "application/xml",
+        "application/json; charset=latin-1",
+        'application/json; charset="x"',
+    ],
 )
 async def test_a_body_that_is_not_application_json_is_415(api, content_type) -> None:
     headers = {"Idempotency-Key": "k1"}
@@ -59,6 +66,17 @@ async def test_a_body_that_is_not_application_json_is_415(api, content_type) -> 
         headers["Content-Type"] = content_type
     response = await api.post(V1 + "/proposals", content=b'{"kind": "fact"}', headers=headers)
     assert (response.status_code, response.json()["code"]) == (415, "unsupported_media_type")
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    ["application/json", "Application/JSON; Charset=UTF-8", 'application/json; charset="utf-8"'],
+)
+async def test_application_json_with_or_without_a_quoted_utf_8_charset_is_taken(api, content_type) -> None:
+    response = await api.post(
+        V1 + "/recall", content=b'{"query": "x"}', headers={"Content-Type": content_type}
+    )
+    assert response.status_code == 200, response.text
 
 
 async def test_over_64_kib_is_413_before_authentication(fake) -> None:
