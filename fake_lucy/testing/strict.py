@@ -94,9 +94,19 @@ def _strict(item: pytest.Item) -> bool:
 
 
 def _allowed(item: pytest.Item) -> set[str]:
+    """The codes of the test's ``lucy_allow`` markers; a code no finding has (a typo would allow
+    nothing, silently) fails the test, naming the codes there are."""
+    from fake_lucy.domain.findings import CODES  # only for a strict test
+
     allowed: set[str] = set()
     for marker in item.iter_markers("lucy_allow"):
         allowed.update(str(code) for code in marker.args)
+    unknown = sorted(allowed - set(CODES))
+    if unknown:
+        pytest.fail(
+            f"lucy_allow names no finding code: {', '.join(unknown)} (the codes: {', '.join(CODES)})",
+            pytrace=False,
+        )
     return allowed
 
 

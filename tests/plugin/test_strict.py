@@ -162,3 +162,21 @@ def test_a_long_test_id_gets_a_short_dump_name_and_an_unwritable_dump_never_stop
     result = pytester.runpytest("-p", "no:randomly", f"--lucy-dump-on-failure={blocked / 'dumps'}")
     result.assert_outcomes(failed=2)  # no INTERNALERROR: each failure says why it has no dump
     result.stdout.fnmatch_lines(["*no dump written to*"])
+
+
+def test_lucy_allow_with_a_code_no_finding_has_fails_naming_the_codes(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_typo=HEADER
+        + """
+@pytest.mark.lucy_strict
+@pytest.mark.lucy_allow("recal_retried")
+async def test_allows_a_typo(fake_lucy):
+    async with fake_lucy.client() as http:
+        assert (await http.post("/api/agent-memory/v1/recall", json={"query": "x"})).status_code == 200
+"""
+    )
+    result = pytester.runpytest("-p", "no:randomly")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["*lucy_allow names no finding code: recal_retried (the codes: recall_retried*"]
+    )
