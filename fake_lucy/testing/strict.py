@@ -173,7 +173,10 @@ def _restore_snapshot(item: pytest.Item, marker: pytest.Mark, controls: list[Con
         raise pytest.UsageError(
             f"{item.nodeid}: lucy_snapshot needs a fake fixture (fake_lucy, fake_lucy_server)"
         )
-    document = json.loads(path.read_text(encoding="utf-8"))
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        pytest.fail(f"lucy_snapshot: cannot read the snapshot {path}: {exc}", pytrace=False)
     for control in controls:
         control.restore(document)
 

@@ -180,3 +180,22 @@ async def test_allows_a_typo(fake_lucy):
     result.stdout.fnmatch_lines(
         ["*lucy_allow names no finding code: recal_retried (the codes: recall_retried*"]
     )
+
+
+def test_a_lucy_snapshot_file_that_is_not_json_fails_the_test_naming_the_file(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makefile(".json", broken="{not json")
+    pytester.makepyfile(
+        test_snap=HEADER
+        + """
+@pytest.mark.lucy_snapshot("broken.json")
+async def test_starts_from_a_snapshot(fake_lucy):
+    pass
+"""
+    )
+    result = pytester.runpytest("-p", "no:randomly")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["*lucy_snapshot: cannot read the snapshot *broken.json: Expecting property name*"]
+    )
