@@ -115,13 +115,25 @@ def _fixture_values(item: pytest.Item) -> Iterator[Any]:
     yield from funcargs.values()
 
 
+def _may_be_a_fake(value: Any) -> bool:
+    """One of the plugin's fakes, or a value shaped like one (``base_url`` and ``admin_token``)."""
+    if type(value).__module__.startswith("fake_lucy."):
+        return True
+    return isinstance(getattr(value, "base_url", None), str) and isinstance(
+        getattr(value, "admin_token", None), str
+    )
+
+
 def _controls(item: pytest.Item) -> list[Control]:
     """One control handle per distinct fake among the test's fixture values."""
-    from fake_lucy.testing import _control  # a test that uses no fake never imports it
+    candidates = [value for value in _fixture_values(item) if _may_be_a_fake(value)]
+    if not candidates:  # a test that uses no fake imports none of it, strict or not
+        return []
+    from fake_lucy.testing import _control
 
     controls: list[Control] = []
     seen: set[object] = set()
-    for value in _fixture_values(item):
+    for value in candidates:
         found = _control.for_fixture_value(value)
         if found is not None and found.identity not in seen:
             seen.add(found.identity)

@@ -49,3 +49,23 @@ def test_the_public_names_of_fake_lucy_testing_still_resolve() -> None:
     unknown = "Nothing"
     with pytest.raises(AttributeError, match="no attribute 'Nothing'"):
         getattr(testing, unknown)
+
+
+def test_a_strict_run_of_tests_that_use_no_fake_imports_none_of_it(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_plain=f"""
+        import json, sys
+
+        def test_plain(tmp_path):
+            assert 1 + 1 == 2
+
+        def test_zz_report():
+            print("HEAVY", json.dumps([m for m in {list(HEAVY)!r} if m in sys.modules]))
+        """
+    )
+    result = pytester.runpytest_subprocess(
+        "-p", "no:randomly", "-s", "--lucy-strict", "--lucy-dump-on-failure=d"
+    )
+    result.assert_outcomes(passed=2)
+    [line] = [line for line in result.stdout.lines if "HEAVY " in line]
+    assert json.loads(line.split("HEAVY ", 1)[1].split("]", 1)[0] + "]") == []
