@@ -33,6 +33,7 @@ from fake_lucy.domain import admin, clock, faults, policy, review, sessions, ten
 from fake_lucy.domain.errors import DomainError
 from fake_lucy.domain.ids import random_request_id
 from fake_lucy.domain.sessions import Session
+from fake_lucy.http.control import admin_scope
 from fake_lucy.http.events import EventStream, last_event_id
 from fake_lucy.http.problems import ERRORS, problem_response, schema_problem
 from fake_lucy.runtime import FakeLucy
@@ -211,14 +212,13 @@ class Console:
             raise _Refused("the form's CSRF token is missing or wrong")
         return session
 
-    def _admin_scope(self, conn: sqlite3.Connection, token: str) -> tenants.AdminScope | None:
-        """The control API's rule: the server admin token (the built-in one only on a loopback
-        bind), or a tenant's admin token, whose session sees only its tenant; else None."""
-        if not token:
+    def _admin_scope(self, token: str) -> tenants.AdminScope | None:
+        """The control API's rule (``control.admin_scope``): a tenant admin's session sees only
+        its tenant; None for anything that is no admin token."""
+        try:
+            return admin_scope(self.fake, token or None)
+        except DomainError:
             return None
-        if hmac.compare_digest(token.encode("utf-8"), self.fake.admin_token.encode("utf-8")):
-            return None if self.fake.admin_token_is_builtin and not self.fake.loopback else tenants.SERVER
-        return tenants.authenticate_admin(conn, token)
 
     @staticmethod
     def _next(form: Mapping[str, str]) -> str:
@@ -512,7 +512,7 @@ def console_router(fake: FakeLucy, stream: EventStream) -> APIRouter:
                 "Refused", "the request does not come from this console's origin", status=403
             )
         with fake.db.write() as conn:
-            scope = console._admin_scope(conn, form.get("token", "").strip())
+            scope = console._admin_scope(form.get("token", "").strip())
             session_id = None if scope is None else sessions.start(conn, scope.tenant)
         if session_id is None:
             return console.render(

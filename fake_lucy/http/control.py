@@ -313,30 +313,35 @@ def _put_snapshot(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> 
 # -- the generic control pipeline ----------------------------------------------------------------
 
 
+def admin_scope(fake: FakeLucy, token: str | None) -> tenants.AdminScope:
+    """Who an admin token acts for: the server admin token (the built-in one only on a loopback
+    bind), or a tenant's admin token (never a v1 credential's); else 401 ``unauthenticated``. The
+    control API's rule, and the console's login."""
+    if token is None:
+        raise ProblemError("unauthenticated", "the control API needs an admin bearer token")
+    if hmac.compare_digest(token.encode("utf-8"), fake.admin_token.encode("utf-8")):
+        if fake.admin_token_is_builtin and not fake.loopback:
+            raise ProblemError(
+                "unauthenticated",
+                "the built-in admin token is refused when the fake listens on a non-loopback"
+                " address; set FAKE_LUCY_ADMIN_TOKEN or --admin-token-file",
+            )
+        return tenants.SERVER
+    scope = tenants.authenticate_admin(fake.db.conn, token)
+    if scope is None:
+        raise ProblemError(
+            "unauthenticated", "the control API needs the server admin token or a tenant admin token"
+        )
+    return scope
+
+
 class ControlApi:
     def __init__(self, fake: FakeLucy) -> None:
         self.fake = fake
         self.max_body = int(fake.contract["max_body_bytes"])
 
     def _authorise(self, request: Request) -> tenants.AdminScope:
-        """The server admin token, or a tenant's admin token (never a v1 credential's)."""
-        token = inputs.bearer_token(inputs.header_map(request.scope))
-        if token is None:
-            raise ProblemError("unauthenticated", "the control API needs an admin bearer token")
-        if hmac.compare_digest(token.encode("utf-8"), self.fake.admin_token.encode("utf-8")):
-            if self.fake.admin_token_is_builtin and not self.fake.loopback:
-                raise ProblemError(
-                    "unauthenticated",
-                    "the built-in admin token is refused when the fake listens on a non-loopback"
-                    " address; set FAKE_LUCY_ADMIN_TOKEN or --admin-token-file",
-                )
-            return tenants.SERVER
-        scope = tenants.authenticate_admin(self.fake.db.conn, token)
-        if scope is None:
-            raise ProblemError(
-                "unauthenticated", "the control API needs the server admin token or a tenant admin token"
-            )
-        return scope
+        return admin_scope(self.fake, inputs.bearer_token(inputs.header_map(request.scope)))
 
     async def _body(self, request: Request, schema: str | None, max_body: int) -> dict[str, Any]:
         raw = await inputs.read_body(request, max_body)
@@ -397,15 +402,15 @@ class ControlApi:
     async def events(self, request: Request, stream: EventStream) -> Response:
         """``GET /_fake/events``: the event stream (SPEC 3.7); a stream, so outside ``run``."""
         request_id = random_request_id()
+        token = inputs.bearer_token(inputs.header_map(request.scope))
         try:
-            scope = self._authorise(request)
+            scope = admin_scope(self.fake, token)
             resume = last_event_id(request.headers, request.query_params)
         except DomainError as error:
             return problem_response(error, request_id)
+        assert token is not None  # an admin's
         # A tenant admin sees its tenant's events and the server-wide ones, and only while its token
         # still acts for the tenant (the stream ends once the tenant is deleted).
-        token = inputs.bearer_token(inputs.header_map(request.scope))
-        assert token is not None  # authorised
         still_allowed = tenants.admin_check(self.fake.db.conn, token, scope)
         response = stream.response(request.scope, resume, tenant=scope.tenant, still_allowed=still_allowed)
         response.headers["Lucy-Request-Id"] = request_id
