@@ -47,7 +47,9 @@ class FakeLucy:
         self.scanner = SecretScanner()
         self.stop_words = frozenset(self.contract["recall"]["stop_words"])
         self.placeholder: str = self.contract["secret_policy"]["placeholder"]
-        self.db = Database(settings.database)
+        # One worker: the v1 requests of an event-loop turn share a commit. Several: each request
+        # commits alone, so that no worker holds the write lock while its event loop serves others.
+        self.db = Database(settings.database, group_commits=settings.workers == 1)
         self.seed_outcome: SeedOutcome = "unchecked"  # set by initialise()
         if initialise:
             try:

@@ -89,6 +89,7 @@ class EventStream:
         yield b"retry: 1000\n: connected\n\n"
         sent = checked = time.monotonic()
         while True:
+            self.fake.db.commit_group()  # a stream shows committed events only
             rows = events.after(self.fake.db.conn, after, tenant=tenant)
             if rows:
                 after = rows[-1].id

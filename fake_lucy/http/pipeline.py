@@ -122,17 +122,20 @@ class V1Pipeline:
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
         """A write transaction of the request; its events are stored together (``events.batch``)."""
-        with self.fake.db.write() as conn, events.batch(conn):
+        with self.fake.db.write_in_group() as conn, events.batch(conn):
             yield conn
 
     # -- the whole pipeline ------------------------------------------------------------------
 
     async def handle(self, request: Request, operation: str, proposal_id: str | None = None) -> Response:
         if self.log is None:
-            return await self._handle(request, operation, proposal_id, None)
+            response = await self._handle(request, operation, proposal_id, None)
+            await self.fake.db.group_committed()
+            return response
         started = time.perf_counter()
         logged: list[journaling.JournalRow] = []
         response = await self._handle(request, operation, proposal_id, logged)
+        await self.fake.db.group_committed()
         status = None if isinstance(response, DropConnection) else response.status_code
         self.log(operation, logged[0] if logged else None, status, (time.perf_counter() - started) * 1000)
         return response
@@ -201,6 +204,7 @@ class V1Pipeline:
             return response
         if call.delay_ms:
             # An injected fault's latency is wall time by design (SPEC 3.4): it exercises client timeouts.
+            self.fake.db.commit_group()
             await asyncio.sleep(call.delay_ms / 1000)
         if isinstance(response, DropConnection):
             call.journal.dropped = True
@@ -584,6 +588,7 @@ class V1Pipeline:
                 ),
             )
         # The in_flight hold is wall time by design (SPEC 3.4): other requests meet the marker meanwhile.
+        self.fake.db.commit_group()
         await asyncio.sleep((held.hold_ms or 0) / 1000)
         try:
             with self._transaction() as conn:

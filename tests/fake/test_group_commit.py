@@ -1,0 +1,185 @@
+"""Group commit (``Database.write_in_group``): the request transactions of one event-loop turn share
+one ``COMMIT``; each can fail alone; none is answered before the commit; any other transaction
+commits the open group first; with several workers each transaction commits on its own."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from fake_lucy.runtime import FakeLucy
+from fake_lucy.settings import FakeLucySettings
+from fake_lucy.store.connection import Database
+from fake_lucy.testing import FakeAdmin, InProcessFake
+from tests.helpers import propose, status
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"  # a turn of asyncio's event loop is what a group is made of
+
+
+@pytest.fixture
+def path(tmp_path: Path) -> str:
+    return str(tmp_path / "groups.sqlite3")
+
+
+@pytest.fixture
+def database(path: str) -> Iterator[Database]:
+    db = Database(path, group_commits=True)
+    db.conn.execute("CREATE TABLE t (v TEXT)")
+    try:
+        yield db
+    finally:
+        db.close()
+
+
+def committed(path: str) -> list[str]:
+    """What another connection (another process) sees."""
+    other = sqlite3.connect(path)
+    try:
+        return sorted(v for (v,) in other.execute("SELECT v FROM t"))
+    finally:
+        other.close()
+
+
+def count_commits(conn: sqlite3.Connection) -> list[str]:
+    seen: list[str] = []
+    conn.set_trace_callback(lambda sql: seen.append(sql) if sql == "COMMIT" else None)
+    return seen
+
+
+async def insert(db: Database, value: str, *, fail: bool = False) -> None:
+    with db.write_in_group() as conn:
+        conn.execute("INSERT INTO t (v) VALUES (?)", (value,))
+        if fail:
+            raise ValueError(value)
+    await db.group_committed()
+
+
+async def test_the_transactions_of_one_turn_share_one_commit_and_are_visible_once_awaited(
+    database: Database, path: str
+) -> None:
+    commits = count_commits(database.conn)
+    await asyncio.gather(*(insert(database, f"v{i}") for i in range(5)))
+    assert commits == ["COMMIT"]
+    assert committed(path) == ["v0", "v1", "v2", "v3", "v4"]
+
+
+async def test_before_group_committed_returns_another_connection_sees_nothing(
+    database: Database, path: str
+) -> None:
+    with database.write_in_group() as conn:
+        conn.execute("INSERT INTO t (v) VALUES ('pending')")
+    assert committed(path) == []
+    await database.group_committed()
+    assert committed(path) == ["pending"]
+
+
+async def test_a_transaction_that_raises_is_rolled_back_alone(database: Database, path: str) -> None:
+    results = await asyncio.gather(
+        insert(database, "kept"),
+        insert(database, "undone", fail=True),
+        insert(database, "also kept"),
+        return_exceptions=True,
+    )
+    assert [type(r).__name__ for r in results] == ["NoneType", "ValueError", "NoneType"]
+    assert committed(path) == ["also kept", "kept"]
+
+
+async def test_any_other_transaction_commits_the_open_group_first(database: Database, path: str) -> None:
+    with database.write_in_group() as conn:
+        conn.execute("INSERT INTO t (v) VALUES ('grouped')")
+    with database.write() as conn:
+        conn.execute("INSERT INTO t (v) VALUES ('alone')")
+    assert committed(path) == ["alone", "grouped"]
+    with database.write_in_group() as conn:
+        conn.execute("INSERT INTO t (v) VALUES ('before a read')")
+    with database.read():
+        assert committed(path) == ["alone", "before a read", "grouped"]
+    await database.group_committed()  # already committed: returns at once
+
+
+async def test_a_member_cancelled_while_waiting_still_commits_the_group(
+    database: Database, path: str
+) -> None:
+    task = asyncio.create_task(insert(database, "cancelled member"))
+    await asyncio.sleep(0)  # the task ran its transaction and waits for the turn to end
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert committed(path) == ["cancelled member"]
+
+
+class _FailingCommit:
+    """The connection, except that ``COMMIT`` fails as a full disk makes it fail."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
+        if sql == "COMMIT":
+            raise sqlite3.OperationalError("database or disk is full")
+        return self._conn.execute(sql, *args)
+
+
+async def test_a_failed_commit_rolls_the_group_back_and_every_member_gets_the_error(
+    database: Database, path: str
+) -> None:
+    real = database.conn
+    database.conn = _FailingCommit(real)  # type: ignore[assignment]
+    try:
+        results = await asyncio.gather(insert(database, "a"), insert(database, "b"), return_exceptions=True)
+    finally:
+        database.conn = real
+    assert [str(r) for r in results] == ["database or disk is full"] * 2
+    assert not real.in_transaction
+    assert committed(path) == []
+    await insert(database, "after")  # the connection works on
+    assert committed(path) == ["after"]
+
+
+async def test_without_group_commits_each_transaction_commits_at_once(path: str) -> None:
+    db = Database(path, group_commits=False)
+    try:
+        db.conn.execute("CREATE TABLE t (v TEXT)")
+        with db.write_in_group() as conn:
+            conn.execute("INSERT INTO t (v) VALUES ('alone')")
+        assert committed(path) == ["alone"]
+    finally:
+        db.close()
+
+
+async def test_concurrent_v1_requests_share_commits_and_each_is_journaled_and_charged(
+    fake: InProcessFake, api: httpx.AsyncClient, admin: FakeAdmin
+) -> None:
+    assert fake.fake.db.group_commits, "one worker groups its commits"
+    proposal_id = (await propose(api)).json()["proposal"]["id"]
+    commits = count_commits(fake.fake.db.conn)
+    polls = await asyncio.gather(*(status(api, proposal_id) for _ in range(6)))
+    fake.fake.db.conn.set_trace_callback(None)
+    assert [r.status_code for r in polls] == [200] * 6
+    assert 1 <= len(commits) < 6, f"{len(commits)} commits for 6 concurrent requests"
+    ids = {r.headers["Lucy-Request-Id"] for r in polls}
+    assert ids <= {row["request_id"] for row in await admin.requests(operation="proposal_status")}
+    charged = {row["request_id"] for row in await admin.ledger(account="acct_dev")}
+    assert ids <= charged
+    remaining = sorted(int(r.headers["Lucy-Credits-Remaining"]) for r in polls)
+    assert remaining == list(range(remaining[0], remaining[0] + 6)), "each charged once, in turn"
+
+
+@pytest.mark.parametrize(("workers", "grouped"), [(1, True), (2, False)])
+def test_only_a_single_worker_groups_its_commits(tmp_path: Path, workers: int, grouped: bool) -> None:
+    fake = FakeLucy(FakeLucySettings(database=str(tmp_path / "w.sqlite3"), workers=workers))
+    try:
+        assert fake.db.group_commits is grouped
+    finally:
+        fake.close()
