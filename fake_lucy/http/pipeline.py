@@ -519,7 +519,8 @@ class V1Pipeline:
             poll = (principal.credential_id, _subject(call))
             tx = server_state.in_transaction(conn, principal.tenant_id, principal.account_id, poll=poll)
             now = clock.format_us(tx.now_us)
-            lifecycle.expire_due(conn, principal.tenant_id, now)
+            if tx.expiry_due(now):
+                lifecycle.expire_due(conn, principal.tenant_id, now)
             record = lifecycle.visible_proposal(conn, principal, proposal_id)
             billing.check_can_charge(billing_available=tx.billing_available, balance=tx.balance)
             remaining = self._charge(conn, call, now)
@@ -617,7 +618,8 @@ class V1Pipeline:
         principal = call.principal
         now_us = tx.now_us
         now = clock.format_us(now_us)
-        lifecycle.expire_due(conn, principal.tenant_id, now)
+        if tx.expiry_due(now):
+            lifecycle.expire_due(conn, principal.tenant_id, now)
         if secret is None:  # 11
             plan = lifecycle.plan_proposal(conn, principal, body)
         else:

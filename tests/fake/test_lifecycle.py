@@ -74,6 +74,33 @@ async def test_expiry_comes_from_advancing_the_clock_and_persists(api, admin) ->
     assert caught.value.code == "invalid_transition"
 
 
+async def test_the_expiry_sweep_runs_only_once_the_tenants_earliest_pending_expiry_is_due(
+    fake, api, admin
+) -> None:
+    sweeps: list[str] = []
+    fake.fake.db.conn.set_trace_callback(
+        lambda sql: sweeps.append(sql) if sql.startswith("UPDATE proposals SET status = 'expired'") else None
+    )
+    try:
+        await admin.set_policy(proposal_ttl_seconds=60)
+        soon = await _pending(api, content="expires in a minute")
+        await admin.set_policy(proposal_ttl_seconds=120)
+        later = await _pending(api, content="expires in two minutes")
+        await admin.advance_clock(59)
+        assert (await status(api, soon["id"])).json()["proposal"]["status"] == "pending"
+        assert sweeps == [], "nothing was due"
+        await admin.advance_clock(1)
+        assert (await status(api, later["id"])).json()["proposal"]["status"] == "pending"
+        assert len(sweeps) == 1, "the earliest expiry came: one sweep"
+        assert (await status(api, soon["id"])).json()["proposal"]["status"] == "expired"
+        assert len(sweeps) == 1, "the next pending expiry is a minute away"
+        await admin.advance_clock(60)
+        assert (await status(api, later["id"])).json()["proposal"]["status"] == "expired"
+        assert len(sweeps) == 2
+    finally:
+        fake.fake.db.conn.set_trace_callback(None)
+
+
 async def test_a_tenant_ttl_change_applies_to_new_proposals_only(api, admin) -> None:
     old = await _pending(api, content="old ttl")
     await admin.set_policy(proposal_ttl_seconds=60)

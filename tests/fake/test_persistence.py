@@ -253,14 +253,18 @@ async def test_a_database_with_one_index_for_every_tenant_is_split_per_tenant_at
     await second.aclose()
 
 
-async def test_an_older_file_drops_the_ledger_account_index_and_keeps_one_id_per_event(
+async def test_an_older_file_gets_todays_indexes_and_keeps_one_id_per_event(
     tmp_path,
 ) -> None:
     database = tmp_path / "older.sqlite3"
     first = InProcessFake(database)
     await first.aclose()
-    conn = sqlite3.connect(database)  # as written before: an account index, AUTOINCREMENT event ids
+    # as written before: an account index, AUTOINCREMENT event ids, the proposals' older indexes
+    conn = sqlite3.connect(database)
     conn.execute("CREATE INDEX ix_ledger_account_id ON ledger (account_id)")
+    conn.execute("DROP INDEX proposals_tenant_pending_expiry")
+    conn.execute("CREATE INDEX proposals_pending_expiry ON proposals (status, expires_at)")
+    conn.execute("CREATE INDEX ix_proposals_tenant_id ON proposals (tenant_id)")
     conn.execute("DROP TABLE events")
     conn.execute(
         "CREATE TABLE events (seq INTEGER NOT NULL PRIMARY KEY AUTOINCREMENT, type VARCHAR NOT NULL,"
@@ -276,6 +280,8 @@ async def test_an_older_file_drops_the_ledger_account_index_and_keeps_one_id_per
             for row in second.fake.db.conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")
         }
         assert "ix_ledger_account_id" not in indexes
+        assert "proposals_tenant_pending_expiry" in indexes
+        assert not indexes & {"proposals_pending_expiry", "ix_proposals_tenant_id"}
         async with second.admin.watch(after=0) as stream:
             async with second.client() as client:
                 assert (await recall(client, "anything")).status_code == 200
