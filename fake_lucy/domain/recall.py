@@ -143,6 +143,11 @@ class RecallCache:
         self._epoch: int | None = None
         self._entries: dict[_Key, tuple[Ranked, int]] = {}
 
+    def holds(self, key: _Key) -> bool:
+        """Whether an answer for ``key`` is kept (for the epoch of the last ``get``, which may
+        have passed: ``get`` decides)."""
+        return key in self._entries
+
     def get(self, epoch: int, key: _Key) -> Ranked | None:
         if epoch != self._epoch:
             self._entries.clear()

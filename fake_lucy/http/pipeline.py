@@ -483,25 +483,45 @@ class V1Pipeline:
             topic=body.get("topic"),
             limit=int(body.get("limit", 10)),
         )
+        looked_up = query is not None and self.recall_cache.holds(query.key)
+        if query is None or looked_up:
+            # nothing to rank, or an answer ranked on an index that may be today's: one transaction
+            with self._transaction() as conn:
+                tx = server_state.in_transaction(conn, principal.tenant_id, principal.account_id)
+                cached = [] if query is None else self.recall_cache.get(tx.index_epoch, query.key)
+                if cached is not None:
+                    return self._recalled(conn, call, tx, cached, tx.index_epoch)
+        assert query is not None
         # one statement, so one snapshot: a recall that cannot be charged is refused before it ranks
         before = server_state.in_transaction(self.conn, principal.tenant_id, principal.account_id)
         billing.check_can_charge(billing_available=before.billing_available, balance=before.balance)  # 12
-        ranked: recall.Ranked = []
+        # (an answer found above was of an older index: the cache has let it go)
+        cached = None if looked_up else self.recall_cache.get(before.index_epoch, query.key)
         ranked_at = before.index_epoch
-        if query is not None:
-            cached = self.recall_cache.get(before.index_epoch, query.key)
-            if cached is not None:
-                ranked = cached
-            else:
-                ranked_at, ranked = await self.fake.db.in_snapshot(functools.partial(_rank, query))
-                self.recall_cache.put(ranked_at, query.key, ranked)
+        if cached is not None:
+            ranked = cached
+        else:
+            ranked_at, ranked = await self.fake.db.in_snapshot(functools.partial(_rank, query))
+            self.recall_cache.put(ranked_at, query.key, ranked)
         with self._transaction() as conn:
             tx = server_state.in_transaction(conn, principal.tenant_id, principal.account_id)
-            now = clock.format_us(tx.now_us)
-            billing.check_can_charge(billing_available=tx.billing_available, balance=tx.balance)  # 12
-            recall.stamp(conn, ranked, now, index_changed=tx.index_epoch != ranked_at)  # 13
-            remaining = self._charge(conn, call, now)
-            self._before_commit(conn, call, tx, 200)
+            return self._recalled(conn, call, tx, ranked, ranked_at)
+
+    def _recalled(
+        self,
+        conn: sqlite3.Connection,
+        call: _Call,
+        tx: server_state.TransactionState,
+        ranked: recall.Ranked,
+        ranked_at: int,
+    ) -> Response:
+        """Steps 12 and 13 of a recall ranked on the index of epoch ``ranked_at``, in the request's
+        write transaction: the access times, the charge, the ledger and journal rows."""
+        now = clock.format_us(tx.now_us)
+        billing.check_can_charge(billing_available=tx.billing_available, balance=tx.balance)  # 12
+        recall.stamp(conn, ranked, now, index_changed=tx.index_epoch != ranked_at)  # 13
+        remaining = self._charge(conn, call, now)
+        self._before_commit(conn, call, tx, 200)
         call.journal.charged = True
         payload = {
             "memories": recall.answer(ranked, now),

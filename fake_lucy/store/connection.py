@@ -10,8 +10,8 @@ own (``write_in_group``), and each answers only after that ``COMMIT`` (``group_c
 ``COMMIT`` costs one WAL frame per page written, and a turn's requests write mostly the same pages
 (the journal's, the ledger's, the account's), so under concurrent load most of a commit's cost is
 shared. A request alone pays two statements and one pass of the event loop more. Every other
-transaction of the connection (``write``, ``read``) commits the open group first, so that nothing
-but the requests of one turn ever waits for a commit.
+transaction of the connection (``write``, ``read``) and every ``in_snapshot`` commits the open group
+first, so that the write lock is held only while the turn's requests run their transactions.
 
 A second, read-only connection serves ``in_snapshot``: a read (a recall's ranking) runs there, in a
 snapshot of its own. A short one runs at once on the event loop's thread; one that is still running
@@ -312,7 +312,9 @@ class Database:
         """``work(conn)`` in one read snapshot on the reading connection (one snapshot at a time).
         ``work`` only reads. It runs at once when it is short, else off the event loop (see the
         module's text). ``:memory:`` has no second connection (another one would be another
-        database): there it runs in a snapshot of the first."""
+        database): there it runs in a snapshot of the first. An open group is committed first:
+        no other process waits for the write lock while this process reads at length."""
+        self.commit_group()
         if self.path == MEMORY:
             with self.read() as conn:
                 return work(conn)

@@ -108,6 +108,26 @@ async def test_any_other_transaction_commits_the_open_group_first(database: Data
     await database.group_committed()  # already committed: returns at once
 
 
+async def test_a_snapshot_read_commits_the_open_group_so_that_another_process_can_write_meanwhile(
+    database: Database, path: str
+) -> None:
+    with database.write_in_group() as conn:
+        conn.execute("INSERT INTO t (v) VALUES ('grouped')")
+
+    def another_process_writes(_: sqlite3.Connection) -> list[str]:
+        other = sqlite3.connect(path, timeout=0, isolation_level=None)
+        try:
+            other.execute("BEGIN IMMEDIATE")  # "database is locked" at once if the group held the lock
+            other.execute("INSERT INTO t (v) VALUES ('meanwhile')")
+            other.execute("COMMIT")
+        finally:
+            other.close()
+        return committed(path)
+
+    assert await database.in_snapshot(another_process_writes) == ["grouped", "meanwhile"]
+    await database.group_committed()
+
+
 async def test_a_member_cancelled_while_waiting_still_commits_the_group(
     database: Database, path: str
 ) -> None:

@@ -39,6 +39,29 @@ async def found(api: Any, query: str = QUERY, **fields: Any) -> list[dict[str, A
     return memories
 
 
+async def test_a_repeated_recall_reads_the_requests_state_once_and_a_stale_answer_is_ranked_again(
+    fake, api, admin
+) -> None:
+    await approved_memory(api, admin, f"The {QUERY} audit runs weekly.")
+    await found(api)
+    reads: list[str] = []
+    conn = fake.fake.db.conn
+    conn.set_trace_callback(
+        lambda sql: reads.append(sql) if sql.startswith("SELECT t.clock_offset_us") else None
+    )
+    try:
+        hits = cache_of(fake).hits
+        assert len(await found(api)) == 1
+        assert (cache_of(fake).hits, len(reads)) == (hits + 1, 1), "a hit: one transaction, one state read"
+        await approved_memory(api, admin, f"The {QUERY} audit moved to Fridays.")  # a new index epoch
+        reads.clear()
+        misses = cache_of(fake).misses
+        assert len(await found(api)) == 2, "the kept answer was of the older index"
+        assert cache_of(fake).misses == misses + 1, "one miss, counted once"
+    finally:
+        conn.set_trace_callback(None)
+
+
 async def test_a_repeated_recall_is_a_hit_and_is_still_charged_journaled_and_stamped(
     fake, api, admin
 ) -> None:
