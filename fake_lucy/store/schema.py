@@ -92,10 +92,9 @@ ADDED_INDEXES = (
     "CREATE INDEX IF NOT EXISTS ix_journal_tenant ON journal (tenant)",
     "CREATE INDEX IF NOT EXISTS ix_ledger_tenant_id ON ledger (tenant_id)",
     "DROP INDEX IF EXISTS ix_ledger_account_id",
-    # the expiry sweep and the state statement's earliest expiry look within one tenant
-    "CREATE INDEX IF NOT EXISTS proposals_tenant_pending_expiry ON proposals (tenant_id, status, expires_at)",
+    # the expiry sweep and the state statement's earliest pending expiry look within one tenant
+    "CREATE INDEX IF NOT EXISTS proposals_status_tenant_expiry ON proposals (status, tenant_id, expires_at)",
     "DROP INDEX IF EXISTS proposals_pending_expiry",
-    "DROP INDEX IF EXISTS ix_proposals_tenant_id",
     # the polls of a series had a table of their own (now ``poll_series.recent``); what it held
     # were the last minute's polls, which an upgrade may forget
     "DROP TABLE IF EXISTS status_polls",

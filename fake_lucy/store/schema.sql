@@ -43,8 +43,9 @@ CREATE TABLE memory_versions (kind VARCHAR NOT NULL, topic VARCHAR, content VARC
 CREATE TABLE poll_series (credential_id VARCHAR NOT NULL, proposal_id VARCHAR NOT NULL, polls INTEGER NOT NULL, grew BOOLEAN NOT NULL, reported BOOLEAN NOT NULL, last_request_id VARCHAR NOT NULL, last_status INTEGER, last_arrived_us INTEGER NOT NULL, last_clock_us INTEGER NOT NULL, last_interval_us INTEGER, recent VARCHAR NOT NULL, PRIMARY KEY (credential_id, proposal_id)) WITHOUT ROWID;
 
 CREATE TABLE proposals (seq INTEGER NOT NULL, id VARCHAR NOT NULL, tenant_id VARCHAR NOT NULL, kind VARCHAR NOT NULL, topic VARCHAR, content VARCHAR NOT NULL, importance INTEGER NOT NULL, account_id VARCHAR NOT NULL, credential_id VARCHAR NOT NULL, status VARCHAR NOT NULL, scope_kind VARCHAR NOT NULL, scope_id VARCHAR NOT NULL, justification VARCHAR, replaces_memory_id VARCHAR, replaces_version INTEGER, memory_id VARCHAR, memory_version INTEGER, reason VARCHAR, reason_detail VARCHAR, source VARCHAR, created_at VARCHAR NOT NULL, updated_at VARCHAR NOT NULL, expires_at VARCHAR NOT NULL, decided_at VARCHAR, target_key VARCHAR, PRIMARY KEY (seq), UNIQUE (id));
+CREATE INDEX ix_proposals_tenant_id ON proposals (tenant_id);
+CREATE INDEX proposals_status_tenant_expiry ON proposals (status, tenant_id, expires_at);
 CREATE INDEX proposals_target ON proposals (target_key, status);
-CREATE INDEX proposals_tenant_pending_expiry ON proposals (tenant_id, status, expires_at);
 
 CREATE TABLE rate_buckets (credential_id VARCHAR NOT NULL, tokens FLOAT NOT NULL, updated_us INTEGER NOT NULL, PRIMARY KEY (credential_id));
 

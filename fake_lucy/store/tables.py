@@ -144,16 +144,15 @@ class MemoryVersion(VersionColumns, table=True):
 
 
 class Proposal(ContentColumns, Keyed, table=True):
-    """A proposal and its decision; indexed by tenant, status and ``expires_at`` (a tenant's
-    listings, its expiry sweep and its earliest pending expiry) and for the replacements of a
-    memory (``target_key``)."""
+    """A proposal and its decision; indexed by status, tenant and ``expires_at`` (the pending
+    ones: a tenant's expiry sweep and earliest pending expiry, the review's counts), by tenant
+    (listings in ``seq`` order) and for the replacements of a memory (``target_key``)."""
 
     __tablename__ = "proposals"
     __table_args__ = (
-        Index("proposals_tenant_pending_expiry", "tenant_id", "status", "expires_at"),
+        Index("proposals_status_tenant_expiry", "status", "tenant_id", "expires_at"),
         Index("proposals_target", "target_key", "status"),
     )
-    tenant_id: str  # the first column of proposals_tenant_pending_expiry: no index of its own
     account_id: str
     credential_id: str
     status: str

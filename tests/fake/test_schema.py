@@ -63,3 +63,31 @@ def test_creating_a_file_twice_keeps_it_as_it_is(tmp_path) -> None:
         assert _layout(second.conn) == layout
     finally:
         second.close()
+
+
+def test_the_proposals_queries_seek_their_index_and_a_tenants_listing_never_sorts(tmp_path) -> None:
+    db = Database(str(tmp_path / "plans.sqlite3"))
+    db.create_schema()
+
+    def plan(sql: str, params: tuple[object, ...]) -> list[str]:
+        return [
+            row[3]
+            for row in db.conn.execute("EXPLAIN QUERY PLAN " + sql, params)
+            if "proposals" in row[3] or "TEMP" in row[3]
+        ]
+
+    try:
+        listing = plan(
+            "SELECT * FROM proposals WHERE tenant_id = ? AND seq > ? ORDER BY seq LIMIT 101", ("t", 0)
+        )
+        assert listing == ["SEARCH proposals USING INDEX ix_proposals_tenant_id (tenant_id=? AND rowid>?)"]
+        earliest = plan(
+            "SELECT min(expires_at) FROM proposals WHERE tenant_id = ? AND status = 'pending'", ("t",)
+        )
+        assert earliest == [
+            "SEARCH proposals USING COVERING INDEX proposals_status_tenant_expiry (status=? AND tenant_id=?)"
+        ]
+        pending = plan("SELECT count(*) FROM proposals WHERE status = 'pending'", ())
+        assert pending == ["SEARCH proposals USING COVERING INDEX proposals_status_tenant_expiry (status=?)"]
+    finally:
+        db.close()
