@@ -13,11 +13,14 @@ shared. A request alone pays two statements and one pass of the event loop more.
 transaction of the connection (``write``, ``read``) and every ``in_snapshot`` commits the open group
 first, so that the write lock is held only while the turn's requests run their transactions.
 
-A second, read-only connection serves ``in_snapshot``: a read (a recall's ranking) runs there, in a
-snapshot of its own. A short one runs at once on the event loop's thread; one that is still running
-after ``INLINE_BUDGET_S`` is stopped and runs again on a thread of its own at a lower CPU priority,
-while the event loop goes on serving other requests (SQLite releases the GIL while it works, and a
-cheap request wins the CPU over a ranking). WAL lets it read while any connection writes.
+``in_snapshot`` serves a read (a recall's ranking) in a snapshot of its own, without the write
+lock. A short one runs at once on the event loop's thread, on this connection, whose page cache
+its own commits leave warm (a second connection's cache is dropped whenever the file changed, and a
+ranking that reads it cold took ~60% longer); one that is still running after ``INLINE_BUDGET_S``
+is stopped and runs again on a second, read-only connection on a thread of its own at a lower CPU
+priority, while the event loop goes on serving other requests (SQLite releases the GIL while it
+works, and a cheap request wins the CPU over a ranking). WAL lets it read while any connection
+writes.
 """
 
 from __future__ import annotations
@@ -309,8 +312,8 @@ class Database:
                 self.conn.execute("ROLLBACK")
 
     async def in_snapshot(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        """``work(conn)`` in one read snapshot on the reading connection (one snapshot at a time).
-        ``work`` only reads. It runs at once when it is short, else off the event loop (see the
+        """``work(conn)`` in one read snapshot (on the reading thread: one at a time). ``work``
+        only reads. It runs at once when it is short, else off the event loop (see the
         module's text). ``:memory:`` has no second connection (another one would be another
         database): there it runs in a snapshot of the first. An open group is committed first:
         no other process waits for the write lock while this process reads at length."""
@@ -320,13 +323,11 @@ class Database:
                 return work(conn)
         if self._inline_pause:
             self._inline_pause -= 1
-        elif self._reader_lock.acquire(blocking=False):  # no snapshot on the thread meanwhile
+        else:
             try:
                 return self._inline(work)
             except _OverBudget:
                 self._inline_pause = INLINE_PAUSE
-            finally:
-                self._reader_lock.release()
         if self._reading_thread is None:
             self._reading_thread = ThreadPoolExecutor(
                 max_workers=1, thread_name_prefix="fake-lucy-reader", initializer=_lower_priority
@@ -339,11 +340,10 @@ class Database:
         return await asyncio.wrap_future(future, loop=loop)
 
     def _inline(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        """``work`` in a snapshot on this thread; ``_OverBudget`` when it ran past
-        ``INLINE_BUDGET_S`` and was interrupted (it only reads: nothing to undo)."""
-        if self._reader is None:
-            self._reader = self._open_reader()
-        conn = self._reader
+        """``work`` in a snapshot of this connection, on this thread (no transaction is open: every
+        one runs to its end without an ``await``, and the group was committed); ``_OverBudget``
+        when it ran past ``INLINE_BUDGET_S`` and was interrupted (it only reads: nothing to undo)."""
+        conn = self.conn
         # the thread's CPU time: a read is not moved for the time another process had the CPU
         deadline = time.thread_time() + INLINE_BUDGET_S
         conn.set_progress_handler(lambda: time.thread_time() > deadline, INLINE_CHECK_STEPS)

@@ -3,6 +3,7 @@ past its CPU budget is interrupted and runs again on the reading thread, as do t
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
@@ -65,3 +66,37 @@ async def test_a_read_that_fails_on_the_event_loop_raises_its_own_error(database
     with pytest.raises(sqlite3.OperationalError, match="no such table"):
         await database.in_snapshot(broken)
     assert await database.in_snapshot(read(3)) == (threading.get_ident(), 3), "the snapshot was not ended"
+
+
+async def test_a_short_read_uses_the_writing_connection_whose_cache_its_commits_keep(
+    database: Database,
+) -> None:
+    seen = await database.in_snapshot(lambda conn: conn)
+    assert seen is database.conn
+    assert not database.conn.in_transaction, "the snapshot was ended"
+
+
+async def test_a_short_read_runs_at_once_while_a_long_one_holds_the_reading_thread(
+    database: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    release = threading.Event()
+    started = threading.Event()
+
+    def long_read(conn: sqlite3.Connection) -> int:
+        started.set()
+        release.wait(timeout=10)
+        return int(conn.execute("SELECT 1").fetchone()[0])
+
+    monkeypatch.setattr(connection, "INLINE_PAUSE", 1)
+    monkeypatch.setattr(connection, "INLINE_BUDGET_S", 0.0)
+    long_task = asyncio.ensure_future(database.in_snapshot(read(200_000)))  # over budget: to the thread
+    await asyncio.sleep(0)
+    monkeypatch.setattr(connection, "INLINE_BUDGET_S", 1.0)
+    blocked = asyncio.ensure_future(database.in_snapshot(long_read))  # the paused read: to the thread
+    try:
+        assert (await long_task)[1] == 200_000
+        assert await asyncio.to_thread(started.wait, 10)
+        assert await database.in_snapshot(read(5)) == (threading.get_ident(), 5), "it waited for the thread"
+    finally:
+        release.set()
+    assert await blocked == 1
