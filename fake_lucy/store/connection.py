@@ -87,6 +87,20 @@ class _Group:
         self.error: sqlite3.Error | None = None
 
 
+def _others_ready() -> bool:
+    """Whether the event loop has callbacks to run before a task that yields now runs again: only
+    those (other requests' tasks among them) can join the open group. A request that arrives
+    meanwhile starts in the turn after, so with none ready the group can be committed at once.
+    asyncio's loop keeps them in ``_ready``; a loop without it (uvloop) is assumed to have some,
+    and under trio (through anyio) there is no asyncio loop and no turn to share."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    ready = getattr(loop, "_ready", None)
+    return ready is None or len(ready) > 0
+
+
 # The group the current task's last ``write_in_group`` joined (each request runs in a task of its own).
 _joined: ContextVar[_Group | None] = ContextVar("fake_lucy_group", default=None)
 
@@ -283,9 +297,7 @@ class Database:
             return
         _joined.set(None)
         if self._group is group:
-            try:
-                asyncio.get_running_loop()
-            except RuntimeError:  # another event loop (trio, through anyio): no turn to share
+            if not _others_ready():  # nobody could join before this task runs again: commit now
                 self.commit_group()
             else:
                 try:

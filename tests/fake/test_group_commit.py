@@ -15,6 +15,7 @@ import pytest
 
 from fake_lucy.runtime import FakeLucy
 from fake_lucy.settings import FakeLucySettings
+from fake_lucy.store import connection
 from fake_lucy.store.connection import Database
 from fake_lucy.testing import FakeAdmin, InProcessFake
 from tests.helpers import propose, status
@@ -82,6 +83,24 @@ async def test_before_group_committed_returns_another_connection_sees_nothing(
     assert committed(path) == []
     await database.group_committed()
     assert committed(path) == ["pending"]
+
+
+async def test_a_lone_transaction_commits_at_once_and_waits_a_turn_only_when_others_are_ready(
+    database: Database, path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    turns: list[float] = []
+    real_sleep = asyncio.sleep
+
+    async def counting_sleep(delay: float) -> None:
+        turns.append(delay)
+        await real_sleep(delay)
+
+    monkeypatch.setattr(connection.asyncio, "sleep", counting_sleep)
+    await insert(database, "alone")
+    assert (turns, committed(path)) == ([], ["alone"]), "nothing else was ready: no turn to wait for"
+    asyncio.get_running_loop().call_soon(lambda: None)  # something else to run first
+    await insert(database, "with company")
+    assert (turns, committed(path)) == ([0], ["alone", "with company"])
 
 
 async def test_a_transaction_that_raises_is_rolled_back_alone(database: Database, path: str) -> None:
