@@ -23,7 +23,7 @@ def append(conn: sqlite3.Connection, row: JournalRow, *, max_rows: int) -> None:
     """Add a row; the journal never holds more than ``max_rows``. The oldest go ``trim_batch`` at
     a time, one delete every so many requests rather than one per request (whose pages — the
     oldest rows and their index entries — each commit would write again)."""
-    (seq,) = conn.execute(_INSERT, tuple(getattr(row, name) for name in JOURNAL_COLUMNS)).fetchone()
+    (seq,) = conn.execute(_INSERT, row.values()).fetchone()
     if seq <= max_rows:
         return
     batch = trim_batch(max_rows)

@@ -69,7 +69,7 @@ def proposal_dict(record: ProposalRecord) -> dict[str, Any]:
 
 
 def journal_dict(record: JournalRow) -> dict[str, Any]:
-    return {name: getattr(record, name) for name in JOURNAL_COLUMNS}
+    return dict(zip(JOURNAL_COLUMNS, record.values(), strict=True))
 
 
 def ledger_dict(record: LedgerRecord) -> dict[str, Any]:
