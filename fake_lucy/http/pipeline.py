@@ -14,7 +14,7 @@ import functools
 import hashlib
 import sqlite3
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -129,15 +129,25 @@ class V1Pipeline:
 
     async def handle(self, request: Request, operation: str, proposal_id: str | None = None) -> Response:
         if self.log is None:
-            response = await self._handle(request, operation, proposal_id, None)
-            await self.fake.db.group_committed()
-            return response
+            return await self._committed(self._handle(request, operation, proposal_id, None))
         started = time.perf_counter()
         logged: list[journaling.JournalRow] = []
-        response = await self._handle(request, operation, proposal_id, logged)
-        await self.fake.db.group_committed()
+        response = await self._committed(self._handle(request, operation, proposal_id, logged))
         status = None if isinstance(response, DropConnection) else response.status_code
         self.log(operation, logged[0] if logged else None, status, (time.perf_counter() - started) * 1000)
+        return response
+
+    async def _committed(self, handling: Awaitable[Response]) -> Response:
+        """The response, once what the request wrote is committed (``Database.group_committed``).
+        A request that fails unexpectedly has what it wrote so far committed before its 500, as
+        each of its transactions would have been alone."""
+        try:
+            response = await handling
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                self.fake.db.commit_joined()
+            raise
+        await self.fake.db.group_committed()
         return response
 
     async def _handle(
@@ -204,7 +214,7 @@ class V1Pipeline:
             return response
         if call.delay_ms:
             # An injected fault's latency is wall time by design (SPEC 3.4): it exercises client timeouts.
-            self.fake.db.commit_group()
+            self.fake.db.commit_joined()
             await asyncio.sleep(call.delay_ms / 1000)
         if isinstance(response, DropConnection):
             call.journal.dropped = True
@@ -609,7 +619,7 @@ class V1Pipeline:
                 ),
             )
         # The in_flight hold is wall time by design (SPEC 3.4): other requests meet the marker meanwhile.
-        self.fake.db.commit_group()
+        self.fake.db.commit_joined()
         await asyncio.sleep((held.hold_ms or 0) / 1000)
         try:
             with self._transaction() as conn:

@@ -81,9 +81,10 @@ class _OverBudget(Exception):
 class _Group:
     """The request transactions of one event-loop turn, committed together."""
 
-    __slots__ = ("error",)
+    __slots__ = ("error", "members")
 
     def __init__(self) -> None:
+        self.members = 0  # transactions released into it
         self.error: sqlite3.Error | None = None
 
 
@@ -268,13 +269,16 @@ class Database:
     def write_in_group(self) -> Iterator[sqlite3.Connection]:
         """A request's write transaction, in the group of this event-loop turn (see the module's
         text): ``SAVEPOINT`` … ``RELEASE`` inside the ``BEGIN IMMEDIATE`` the group shares. An
-        exception rolls back this transaction's part only. The caller awaits ``group_committed``
-        before it answers. Without grouping (``group_commits`` off): ``write``."""
+        exception rolls back this transaction's part only — or, when SQLite rolled back the whole
+        transaction (a full disk does), the group, whose members then learn it. The caller awaits
+        ``group_committed`` before it answers. Without grouping (``group_commits`` off): ``write``."""
         if not self.group_commits:
             with self.write() as conn:
                 yield conn
             return
         conn = self.conn
+        if self._group is not None and not conn.in_transaction:  # SQLite ended it: the group failed
+            self._fail_group(sqlite3.OperationalError("the group's transaction was rolled back"))
         if self._group is None:
             conn.execute("BEGIN IMMEDIATE")
             self._group = _Group()
@@ -282,16 +286,36 @@ class Database:
         conn.execute("SAVEPOINT request")
         try:
             yield conn
-        except BaseException:  # anything, cancellation included: undo this part, keep the group's
+            conn.execute("RELEASE request")
+        except BaseException as exc:  # anything, cancellation included: undo this part
+            if not conn.in_transaction:  # SQLite rolled back the whole transaction: the group's too
+                if self._group is group:
+                    self._fail_group(exc if isinstance(exc, sqlite3.Error) else None)
+                raise
             conn.execute("ROLLBACK TO request")
             conn.execute("RELEASE request")
+            if not group.members and self._group is group:  # nothing else in it: end it
+                self._group = None
+                conn.execute("ROLLBACK")
             raise
-        conn.execute("RELEASE request")
+        group.members += 1
         _joined.set(group)
+
+    def _fail_group(self, error: sqlite3.Error | None) -> None:
+        """The open group's transaction is gone (SQLite rolled it back): its members get
+        ``error`` from ``group_committed``."""
+        group = self._group
+        if group is None:
+            return
+        self._group = None
+        group.error = error if error is not None else sqlite3.OperationalError("the group was rolled back")
+        with contextlib.suppress(sqlite3.Error):
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
 
     async def group_committed(self) -> None:
         """Returns once the group the caller's last ``write_in_group`` joined is committed; raises
-        the ``sqlite3.Error`` its ``COMMIT`` met (the group was rolled back)."""
+        the error its ``COMMIT`` met (the group was rolled back)."""
         group = _joined.get()
         if group is None:
             return
@@ -308,12 +332,24 @@ class Database:
         if group.error is not None:
             raise group.error
 
+    def commit_joined(self) -> None:
+        """Commit the open group now, before the caller waits (a hold, a delay, a ranking); raises
+        the error of the group the caller's last ``write_in_group`` joined, when it failed."""
+        group = _joined.get()
+        _joined.set(None)
+        self.commit_group()
+        if group is not None and group.error is not None:
+            raise group.error
+
     def commit_group(self) -> None:
         """Commit the open group now, if there is one (every other transaction of this connection
         does this first). A failed ``COMMIT`` rolls the group back; its members learn it from
-        ``group_committed``."""
+        ``group_committed`` or ``commit_joined``."""
         group = self._group
         if group is None:
+            return
+        if not self.conn.in_transaction:  # SQLite ended it (a full disk): nothing was committed
+            self._fail_group(None)
             return
         self._group = None
         try:
@@ -328,8 +364,9 @@ class Database:
         only reads. It runs at once when it is short, else off the event loop (see the
         module's text). ``:memory:`` has no second connection (another one would be another
         database): there it runs in a snapshot of the first. An open group is committed first:
-        no other process waits for the write lock while this process reads at length."""
-        self.commit_group()
+        no other process waits for the write lock while this process reads at length (and the
+        caller learns there when the group of its own last write failed)."""
+        self.commit_joined()
         if self.path == MEMORY:
             with self.read() as conn:
                 return work(conn)

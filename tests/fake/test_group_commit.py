@@ -13,12 +13,13 @@ from typing import Any
 import httpx
 import pytest
 
+from fake_lucy.domain import recall as domain_recall
 from fake_lucy.runtime import FakeLucy
 from fake_lucy.settings import FakeLucySettings
 from fake_lucy.store import connection
 from fake_lucy.store.connection import Database
 from fake_lucy.testing import FakeAdmin, InProcessFake
-from tests.helpers import propose, status
+from tests.helpers import propose, recall, status
 
 pytestmark = pytest.mark.anyio
 
@@ -159,13 +160,21 @@ async def test_a_member_cancelled_while_waiting_still_commits_the_group(
 
 
 class _FailingCommit:
-    """The connection, except that ``COMMIT`` fails as a full disk makes it fail."""
+    """The connection, except that ``COMMIT`` fails as a full disk makes it fail (the next
+    ``times`` commits; ``None``: every one)."""
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, times: int | None = None) -> None:
         self._conn = conn
+        self._times = times
+
+    @property
+    def in_transaction(self) -> bool:
+        return self._conn.in_transaction
 
     def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
-        if sql == "COMMIT":
+        if sql == "COMMIT" and self._times != 0:
+            if self._times is not None:
+                self._times -= 1
             raise sqlite3.OperationalError("database or disk is full")
         return self._conn.execute(sql, *args)
 
@@ -222,3 +231,82 @@ def test_only_a_single_worker_groups_its_commits(tmp_path: Path, workers: int, g
         assert fake.db.group_commits is grouped
     finally:
         fake.close()
+
+
+async def test_when_sqlite_rolls_back_the_whole_group_its_members_learn_it_and_the_next_starts_afresh(
+    database: Database, path: str
+) -> None:
+    database.conn.execute(
+        "PRAGMA max_page_count = 50"
+    )  # a nearly full disk: SQLITE_FULL ends the transaction
+
+    async def too_big() -> None:
+        with database.write_in_group() as conn:
+            conn.execute("INSERT INTO t (v) VALUES ('lost')")
+            conn.execute("INSERT INTO t (v) VALUES (zeroblob(2000000))")
+        await database.group_committed()
+
+    results = await asyncio.gather(
+        insert(database, "a"), too_big(), insert(database, "c"), return_exceptions=True
+    )
+    assert [str(r) for r in results] == ["database or disk is full", "database or disk is full", "None"]
+    assert committed(path) == ["c"], "a's row went with the group, and a was told; c started a new group"
+    assert database.conn.in_transaction is False
+
+
+async def test_a_transaction_that_raises_alone_in_its_group_ends_the_group(database: Database) -> None:
+    with pytest.raises(ValueError, match="alone"):
+        await insert(database, "alone", fail=True)
+    assert not database.conn.in_transaction, "no empty transaction left holding the write lock"
+
+
+async def test_commit_joined_raises_when_the_callers_own_group_failed(database: Database, path: str) -> None:
+    real = database.conn
+    with database.write_in_group() as conn:
+        conn.execute("INSERT INTO t (v) VALUES ('before a hold')")
+    database.conn = _FailingCommit(real)  # type: ignore[assignment]
+    try:
+        with pytest.raises(sqlite3.OperationalError, match="disk is full"):
+            database.commit_joined()
+    finally:
+        database.conn = real
+    assert committed(path) == []
+    database.commit_joined()  # nothing joined, nothing open: nothing to say
+
+
+async def test_a_request_that_fails_unexpectedly_has_its_writes_committed_before_its_500(
+    fake: InProcessFake, api: httpx.AsyncClient, admin: FakeAdmin, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await admin.set_policy(rate_limit_per_minute=5)  # step 6 takes a token in a grouped transaction
+
+    def a_bug(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("a bug in the fake")
+
+    monkeypatch.setattr(domain_recall, "prepare", a_bug)
+    response = await recall(api, "postgres")
+    assert response.status_code == 500
+    db = fake.fake.db
+    assert not db.conn.in_transaction, "the group was left open, holding the write lock"
+    other = sqlite3.connect(db.path, timeout=0)
+    try:
+        assert other.execute("SELECT count(*) FROM rate_buckets").fetchone() == (1,), (
+            "the token take was lost"
+        )
+    finally:
+        other.close()
+
+
+async def test_a_commit_that_fails_before_an_in_flight_hold_fails_the_request_and_keeps_the_fault(
+    fake: InProcessFake, api: httpx.AsyncClient, admin: FakeAdmin
+) -> None:
+    fault = await admin.add_fault("propose", 503, phase="in_flight", hold_ms=20, count=1)
+    db = fake.fake.db
+    real = db.conn
+    db.conn = _FailingCommit(real, times=1)  # type: ignore[assignment]  # the commit before the hold
+    try:
+        failed = await propose(api, key="hold-1")
+    finally:
+        db.conn = real
+    assert failed.status_code == 500, "its in-flight marker and the fault's firing were never committed"
+    assert [(f["fault_id"], f["remaining"]) for f in await admin.faults()] == [(fault["fault_id"], 1)]
+    assert [r["request_id"] for r in await admin.requests(operation="propose")] == []
