@@ -11,7 +11,9 @@ own (``write_in_group``), and each answers only after that ``COMMIT`` (``group_c
 (the journal's, the ledger's, the account's), so under concurrent load most of a commit's cost is
 shared. A request alone pays two statements and one pass of the event loop more. Every other
 transaction of the connection (``write``, ``read``) and every ``in_snapshot`` commits the open group
-first, so that the write lock is held only while the turn's requests run their transactions.
+first, so that the write lock is held only while the turn's requests run their transactions. A
+failed ``COMMIT``, or a statement after which SQLite rolled back the whole transaction (a full disk),
+fails the group: each member learns it before it answers (``group_committed``, ``commit_joined``).
 
 ``in_snapshot`` serves a read (a recall's ranking) in a snapshot of its own, without the write
 lock. A short one runs at once on the event loop's thread, on this connection, whose page cache
