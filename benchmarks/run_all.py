@@ -490,8 +490,13 @@ Round 1:
 
 Misses, and why (the verdicts are the tables' above; this machine's speed varies by up to half
 from hour to hour, and the bare endpoints feel it most, so one ratio moves by several hundredths
-between runs: in round 8's three runs of section 1, status 0.45–0.56×, recall 0.43–0.53×, propose
-0.32–0.36×, a new-query recall 0.21–0.26×):
+between runs: over round 8's three runs of section 1 on its final code, status 0.54–0.59×, recall
+0.43–0.55×, propose 0.32–0.41×, a new-query recall 0.23–0.27×). Against round 4's code (1e500eb)
+in the same minutes — both fakes and the bare app up at once, wrk rounds interleaved, 4 rounds of
+4 s, best round each — round 8's code answers 12–19 % fewer requests a second: status 0.52× against
+0.59×, recall 0.47× against 0.56×, propose 0.36× against 0.43×, a new-query recall 0.25× against
+0.31× (the rounds' spread: 7–16 %). That is the cost of what the contract gained since (tenants,
+events, findings, snapshots), less what rounds 5–8 won back:
 
 - **Proposal status (target 0.60×).** Round 4's code reached 0.64× with a status call that wrote
   four pages. Since then the contract gained tenants, events, findings and snapshots: a status call
