@@ -492,11 +492,14 @@ Misses, and why (the verdicts are the tables' above; this machine's speed varies
 from hour to hour, and the bare endpoints feel it most, so one ratio moves by several hundredths
 between runs: over round 8's three runs of section 1 on its final code, status 0.54–0.59×, recall
 0.43–0.55×, propose 0.32–0.41×, a new-query recall 0.23–0.27×). Against round 4's code (1e500eb)
-in the same minutes — both fakes and the bare app up at once, wrk rounds interleaved, 4 rounds of
-4 s, best round each — round 8's code answers 12–19 % fewer requests a second: status 0.52× against
-0.59×, recall 0.47× against 0.56×, propose 0.36× against 0.43×, a new-query recall 0.25× against
-0.31× (the rounds' spread: 7–16 %). That is the cost of what the contract gained since (tenants,
-events, findings, snapshots), less what rounds 5–8 won back:
+in the same minutes (`python -m benchmarks.compare_commits 1e500eb`: both fakes and the bare app up
+at once, wrk rounds interleaved, best round each), two runs: 4 rounds of 4 s gave round 8's code
+status 0.52× against 0.59×, recall 0.47× against 0.56×, propose 0.36× against 0.43×, a new-query
+recall 0.25× against 0.31×; 2 rounds of 2 s gave 0.64× against 0.67×, 0.56× against 0.51×, 0.41×
+against 0.46×, 0.28× against 0.28×. So status answers 4–12 % fewer requests a second than there,
+propose 11–16 % fewer, a new-query recall 0–19 % fewer, and the repeated recall between 16 % fewer
+and 10 % more: the cost of what the contract gained since (tenants, events, findings, snapshots),
+less what rounds 5–8 won back:
 
 - **Proposal status (target 0.60×).** Round 4's code reached 0.64× with a status call that wrote
   four pages. Since then the contract gained tenants, events, findings and snapshots: a status call
