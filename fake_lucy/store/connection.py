@@ -104,6 +104,11 @@ def _others_ready() -> bool:
     return ready is None or len(ready) > 0
 
 
+def _rolled_back() -> sqlite3.OperationalError:
+    """The error of a group whose transaction SQLite rolled back by itself."""
+    return sqlite3.OperationalError("the group's transaction was rolled back")
+
+
 # The group the current task's last ``write_in_group`` joined (each request runs in a task of its own).
 _joined: ContextVar[_Group | None] = ContextVar("fake_lucy_group", default=None)
 
@@ -280,7 +285,7 @@ class Database:
             return
         conn = self.conn
         if self._group is not None and not conn.in_transaction:  # SQLite ended it: the group failed
-            self._fail_group(sqlite3.OperationalError("the group's transaction was rolled back"))
+            self.commit_group()
         if self._group is None:
             conn.execute("BEGIN IMMEDIATE")
             self._group = _Group()
@@ -292,7 +297,7 @@ class Database:
         except BaseException as exc:  # anything, cancellation included: undo this part
             if not conn.in_transaction:  # SQLite rolled back the whole transaction: the group's too
                 if self._group is group:
-                    self._fail_group(exc if isinstance(exc, sqlite3.Error) else None)
+                    self._fail_group(exc if isinstance(exc, sqlite3.Error) else _rolled_back())
                 raise
             conn.execute("ROLLBACK TO request")
             conn.execute("RELEASE request")
@@ -303,14 +308,14 @@ class Database:
         group.members += 1
         _joined.set(group)
 
-    def _fail_group(self, error: sqlite3.Error | None) -> None:
-        """The open group's transaction is gone (SQLite rolled it back): its members get
-        ``error`` from ``group_committed``."""
+    def _fail_group(self, error: sqlite3.Error) -> None:
+        """The open group did not commit: rolled back, its members get ``error`` from
+        ``group_committed`` or ``commit_joined``."""
         group = self._group
         if group is None:
             return
         self._group = None
-        group.error = error if error is not None else sqlite3.OperationalError("the group was rolled back")
+        group.error = error
         with contextlib.suppress(sqlite3.Error):
             if self.conn.in_transaction:
                 self.conn.execute("ROLLBACK")
@@ -347,19 +352,16 @@ class Database:
         """Commit the open group now, if there is one (every other transaction of this connection
         does this first). A failed ``COMMIT`` rolls the group back; its members learn it from
         ``group_committed`` or ``commit_joined``."""
-        group = self._group
-        if group is None:
+        if self._group is None:
             return
-        if not self.conn.in_transaction:  # SQLite ended it (a full disk): nothing was committed
-            self._fail_group(None)
-            return
-        self._group = None
         try:
+            if not self.conn.in_transaction:  # SQLite ended it (a full disk): nothing was committed
+                raise _rolled_back()
             self.conn.execute("COMMIT")
         except sqlite3.Error as exc:
-            group.error = exc
-            with contextlib.suppress(sqlite3.Error):
-                self.conn.execute("ROLLBACK")
+            self._fail_group(exc)
+        else:
+            self._group = None
 
     async def in_snapshot(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """``work(conn)`` in one read snapshot (on the reading thread: one at a time). ``work``

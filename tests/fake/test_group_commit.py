@@ -151,8 +151,16 @@ async def test_a_snapshot_read_commits_the_open_group_so_that_another_process_ca
 async def test_a_member_cancelled_while_waiting_still_commits_the_group(
     database: Database, path: str
 ) -> None:
-    task = asyncio.create_task(insert(database, "cancelled member"))
-    await asyncio.sleep(0)  # the task ran its transaction and waits for the turn to end
+    joined = asyncio.Event()
+
+    async def member() -> None:
+        with database.write_in_group() as conn:
+            conn.execute("INSERT INTO t (v) VALUES ('cancelled member')")
+        joined.set()  # this test's wake-up is now ready: the member waits a turn for the group
+        await database.group_committed()
+
+    task = asyncio.create_task(member())
+    await joined.wait()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
