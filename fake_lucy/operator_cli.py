@@ -1,6 +1,7 @@
 """The operator CLI (SPEC 3.11): ``fake-lucy proposals | approve | reject | expire | memories |
-requests [--follow] | findings | clock | faults | reset | tenants create | tenants delete |
-snapshot export | snapshot import`` against a running fake, over the control API.
+requests [--follow] | findings | clock | faults | reset | tenants list | tenants create |
+tenants delete | tenants prune | snapshot export | snapshot import`` against a running fake, over
+the control API.
 
 Tables for people, ``--json`` for scripts. Exit 0 on success, 1 when the fake answers with a
 problem or cannot be reached (one line: the problem's status, code and detail), 2 on a usage or
@@ -58,7 +59,11 @@ class UsageError(Exception):
 
 
 class ApiError(Exception):
-    """The fake answered with a problem, or could not be reached (exit 1)."""
+    """The fake answered with a problem (``status``), or could not be reached (``status`` None): exit 1."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 def parse_duration(text: str) -> float:
@@ -154,8 +159,27 @@ def add_commands(commands: Any) -> None:
     add.add_argument("--credential-id")
     fault_actions.add_parser("clear", parents=[again], help="remove every fault")
     commands.add_parser("reset", parents=[common], help="reset the fake to its seed")
-    tenants = commands.add_parser("tenants", parents=[common], help="create or delete a tenant")
+    tenants = commands.add_parser(
+        "tenants", parents=[common], help="list, create or delete tenants; prune those left behind"
+    )
     tenant_actions = tenants.add_subparsers(dest="action", required=True)
+    listing = tenant_actions.add_parser(
+        "list", parents=[again], help="the tenants, oldest first: when each was made and what it holds"
+    )
+    prune = tenant_actions.add_parser(
+        "prune",
+        parents=[again],
+        help="delete the tenants made by POST /_fake/tenants (test sessions) longer ago than --older-than",
+    )
+    for command in (listing, prune):
+        command.add_argument(
+            "--older-than",
+            metavar="DURATION",
+            required=command is prune,
+            help="only tenants made longer ago than this (90s, 15m, 2h, 7d) by the server clock",
+        )
+        command.add_argument("--prefix", help="only tenants whose id starts with this (a session label)")
+    prune.add_argument("--dry-run", action="store_true", help="show what would be deleted, delete nothing")
     create = tenant_actions.add_parser(
         "create", parents=[again], help="a new tenant; prints its credential and admin tokens once"
     )
@@ -282,7 +306,7 @@ def _answer(response: httpx.Response, url: str) -> Any:
             detail += f" ({where}{'; …' if len(errors) > 3 else ''})"
     except (ValueError, KeyError, TypeError, AttributeError):
         detail = f"HTTP {response.status_code} from {url} (not an answer of fake-lucy)"
-    raise ApiError(visible(detail))
+    raise ApiError(visible(detail), response.status_code)
 
 
 # -- output -------------------------------------------------------------------------------------
@@ -528,7 +552,68 @@ def _reset(api: _Api, args: argparse.Namespace, out: TextIO) -> None:
     _say(out, args, answer, f"reset ({answer['took_ms']} ms)")
 
 
+def _tenant_row(t: dict[str, Any]) -> dict[str, str]:
+    return {
+        "TENANT": _cell(t["tenant"]),
+        "CREATED": _when(t["created_at"]),
+        "ADMIN": "yes" if t["tenant_admin"] else "–",
+        "CREDENTIALS": str(t["credentials"]),
+        "MEMORIES": str(t["memories"]),
+        "PENDING": str(t["pending_proposals"]),
+    }
+
+
+def _chosen_tenants(api: _Api, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The listing, narrowed by ``--prefix`` and by ``--older-than`` (made before the server clock's
+    now less the duration; a tenant whose time is unknown is never older)."""
+    items = api.pages("/tenants")
+    if args.prefix is not None:
+        items = [t for t in items if t["tenant"].startswith(args.prefix)]
+    if args.older_than is not None:
+        age = parse_duration(args.older_than)
+        now = _parse_time(api.call("GET", "/clock")["now"])
+        items = [
+            t for t in items if t["created_at"] and (now - _parse_time(t["created_at"])).total_seconds() > age
+        ]
+    return items
+
+
+def _parse_time(timestamp: str) -> datetime:
+    return datetime.strptime(timestamp, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+
+
+def _prune(api: _Api, args: argparse.Namespace, out: TextIO) -> None:
+    """Delete the chosen tenants that test sessions made (``tenant_admin``); never the seed's, nor
+    one made by a credential or a policy on first use. One that is gone meanwhile is no failure."""
+    doomed = [t for t in _chosen_tenants(api, args) if t["tenant_admin"]]
+    deleted: list[dict[str, Any]] = []
+    failures: list[str] = []
+    for tenant in doomed:
+        if not args.dry_run:
+            try:
+                api.call("DELETE", f"/tenants/{tenant['tenant']}")
+            except ApiError as exc:
+                if exc.status != 404:
+                    failures.append(f"{visible(tenant['tenant'])}: {exc}")
+                continue
+        deleted.append(tenant)
+    if args.json:
+        _json(out, {"dry_run": args.dry_run, "deleted": [t["tenant"] for t in deleted]})
+    else:
+        _table(out, [_tenant_row(t) for t in deleted])
+        verb = "would be deleted" if args.dry_run else "deleted"
+        print(f"{len(deleted)} tenant{'' if len(deleted) == 1 else 's'} {verb}", file=out)
+    if failures:
+        raise ApiError("; ".join(failures))
+
+
 def _tenants(api: _Api, args: argparse.Namespace, out: TextIO) -> None:
+    if args.action == "list":
+        _listing(out, args, _chosen_tenants(api, args), _tenant_row, "no tenants")
+        return
+    if args.action == "prune":
+        _prune(api, args, out)
+        return
     if args.action == "delete":
         api.call("DELETE", f"/tenants/{args.tenant}")
         _say(out, args, {"tenant": args.tenant, "deleted": True}, f"tenant {visible(args.tenant)} deleted")

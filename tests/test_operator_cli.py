@@ -386,6 +386,54 @@ def test_tenants_create_prints_a_credential_token_that_recalls_and_delete_makes_
     assert "404" in err
 
 
+def test_tenants_list_shows_each_tenant_and_prune_deletes_only_old_session_tenants(
+    live: LiveServer, url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    control(live, "PUT", "/clock", json={"now": "2030-01-15T09:00:00Z", "frozen": True})
+    control(live, "POST", "/tenants", json={"tenant": "ci-old-1"})
+    control(live, "POST", "/tenants", json={"tenant": "other-old"})
+    control(live, "POST", "/clock/advance", json={"seconds": 3 * 3600})
+    control(live, "POST", "/tenants", json={"tenant": "ci-new"})
+    control(
+        live,
+        "POST",
+        "/credentials",
+        json={"tenant": "first-use", "permissions": ["memory:read"], "scopes": []},
+    )
+    code, out, err = fake_lucy(capsys, "tenants", "list")
+    assert (code, err) == (0, "")
+    lines = out.splitlines()
+    assert lines[0].split() == ["TENANT", "CREATED", "ADMIN", "CREDENTIALS", "MEMORIES", "PENDING"]
+    assert [line.split()[0] for line in lines[1:]] == [
+        "tenant_dev",
+        "ci-old-1",
+        "other-old",
+        "ci-new",
+        "first-use",
+    ]
+    assert lines[2].split() == ["ci-old-1", "2030-01-15", "09:00:00", "yes", "1", "0", "0"]
+    code, out, _ = fake_lucy(capsys, "tenants", "list", "--older-than", "2h", "--json")
+    # the seed's tenant and the tenant made by a credential were made at the reset: 3 h ago too
+    assert [t["tenant"] for t in json.loads(out)] == ["tenant_dev", "ci-old-1", "other-old"]
+    code, out, _ = fake_lucy(capsys, "tenants", "prune", "--older-than", "2h", "--prefix", "ci-", "--dry-run")
+    assert (code, out.splitlines()[-1]) == (0, "1 tenant would be deleted")
+    assert len(control(live, "GET", "/tenants")["items"]) == 5
+    code, out, err = fake_lucy(capsys, "tenants", "prune", "--older-than", "2h", "--json")
+    assert (code, err) == (0, "")
+    # made by POST /_fake/tenants and older than 2 h: never the seed's tenant
+    assert json.loads(out) == {"dry_run": False, "deleted": ["ci-old-1", "other-old"]}
+    left = [t["tenant"] for t in control(live, "GET", "/tenants")["items"]]
+    assert left == ["tenant_dev", "ci-new", "first-use"]
+    code, out, _ = fake_lucy(capsys, "tenants", "prune", "--older-than", "2h")
+    assert (code, out) == (0, "0 tenants deleted\n")
+    with pytest.raises(SystemExit) as usage:
+        cli.main(["tenants", "prune"])
+    assert usage.value.code == 2
+    assert "the following arguments are required: --older-than" in capsys.readouterr().err
+    code, _, err = fake_lucy(capsys, "tenants", "list", "--older-than", "a while")
+    assert (code, err) == (2, "fake-lucy: 'a while' is not a duration (like 90s, 15m, 2h, 7d)\n")
+
+
 def test_snapshot_export_then_import_restores_the_state(
     live: LiveServer, url: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

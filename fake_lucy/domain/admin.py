@@ -22,7 +22,7 @@ from fake_lucy.domain.principals import NewCredential
 from fake_lucy.domain.tenants import SERVER, AdminScope
 from fake_lucy.store import queries
 from fake_lucy.store.queries import JournalFilter, MemoryFilter, Page, ProposalFilter
-from fake_lucy.store.records import JournalRow, LedgerRecord, MemoryRecord, ProposalRecord
+from fake_lucy.store.records import JournalRow, LedgerRecord, MemoryRecord, ProposalRecord, TenantSummary
 
 __all__ = [
     "Decision",
@@ -36,6 +36,7 @@ __all__ = [
     "restore_memory",
     "revoke_credential",
     "set_balance",
+    "tenants",
 ]
 
 Decision = Literal["approve", "reject", "expire"]
@@ -151,6 +152,16 @@ def ledger(
 ) -> Page[LedgerRecord]:
     """The ledger oldest first (a tenant admin's: its tenant's rows)."""
     return queries.ledger_page(conn, account=account, after=after, limit=limit, tenant=scope.tenant)
+
+
+def tenants(
+    conn: sqlite3.Connection, *, after: int, limit: int, scope: AdminScope = SERVER
+) -> Page[TenantSummary]:
+    """The tenants in the order they were made, with their pending proposals counted by their
+    effective status (a tenant admin's: its tenant alone). An operator finds there the tenants
+    that test sessions left behind."""
+    _expire_due(conn, scope.tenant)
+    return queries.tenants_page(conn, tenant=scope.tenant, after=after, limit=limit)
 
 
 def _memory_in_reach(conn: sqlite3.Connection, memory_id: str, scope: AdminScope) -> MemoryRecord:

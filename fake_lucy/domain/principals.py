@@ -147,13 +147,13 @@ class PrincipalCache:
 
 
 def ensure_tenant(conn: sqlite3.Connection, tenant: str) -> bool:
-    """Create the tenant on first use: the default policy, the server clock's time, its own
-    full-text index. Returns whether it was created."""
+    """Create the tenant on first use: the default policy, the server clock's time (its clock and
+    its ``created_at``), its own full-text index. Returns whether it was created."""
     created = conn.execute(
         "INSERT OR IGNORE INTO tenants (id, auto_approve, proposal_ttl_seconds, rate_limit_per_minute,"
-        " clock_offset_us, clock_frozen_us) SELECT ?, ?, ?, NULL, clock_offset_us, clock_frozen_us"
-        " FROM server_state WHERE id = 1",
-        (tenant, '"off"', DEFAULT_PROPOSAL_TTL_SECONDS),
+        " clock_offset_us, clock_frozen_us, created_at) SELECT ?, ?, ?, NULL, clock_offset_us,"
+        " clock_frozen_us, ? FROM server_state WHERE id = 1",
+        (tenant, '"off"', DEFAULT_PROPOSAL_TTL_SECONDS, clock.now(conn)),
     ).rowcount
     if created:
         conn.execute(fts_ddl(tenant))

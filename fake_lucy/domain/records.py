@@ -7,9 +7,16 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any
 
-from fake_lucy.store.records import JOURNAL_COLUMNS, JournalRow, LedgerRecord, MemoryRecord, ProposalRecord
+from fake_lucy.store.records import (
+    JOURNAL_COLUMNS,
+    JournalRow,
+    LedgerRecord,
+    MemoryRecord,
+    ProposalRecord,
+    TenantSummary,
+)
 
-__all__ = ["journal_dict", "ledger_dict", "memory_dict", "memory_row_dict", "proposal_dict"]
+__all__ = ["journal_dict", "ledger_dict", "memory_dict", "memory_row_dict", "proposal_dict", "tenant_dict"]
 
 
 def _memory(get: Callable[[str], Any]) -> dict[str, Any]:
@@ -81,4 +88,15 @@ def ledger_dict(record: LedgerRecord) -> dict[str, Any]:
         "amount": record.amount,
         "balance_after": record.balance_after,
         "at": record.at,
+    }
+
+
+def tenant_dict(summary: TenantSummary) -> dict[str, Any]:
+    return {
+        "tenant": summary.id,
+        "created_at": summary.created_at,
+        "tenant_admin": summary.tenant_admin,
+        "credentials": summary.credentials,
+        "memories": summary.memories,
+        "pending_proposals": summary.pending_proposals,
     }

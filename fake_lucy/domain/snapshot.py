@@ -344,6 +344,9 @@ def restore_state(
     given) is refused: an admin token is never a v1 token (SPEC 3.6)."""
     snapshot = validate(document)
     admin_tokens: dict[str, str | None] = {}
+    # a snapshot does not carry when a tenant was made: a tenant restoring itself keeps its
+    # ``created_at``, every other restored tenant is made now (by the server clock)
+    created: dict[str, str | None] = {}
     if tenant is not None:
         others = [i for i, item in enumerate(snapshot["tenants"]) if item["id"] != tenant]
         if others:
@@ -351,9 +354,9 @@ def restore_state(
         if not snapshot["tenants"]:
             raise invalid_field("/tenants", "must hold the tenant restored")
         # the tenant admin restoring its tenant keeps its token: the document's hash is not taken
-        admin_tokens = {
-            row["id"]: row["admin_token_sha256"] for row in store.tenant_rows(conn, "tenants", tenant)
-        }
+        kept = store.tenant_rows(conn, "tenants", tenant)
+        admin_tokens = {row["id"]: row["admin_token_sha256"] for row in kept}
+        created = {row["id"]: row["created_at"] for row in kept}
         clear_index(conn, tenant, drop=True)
         store.clear_tenant(conn, tenant)
     else:
@@ -374,11 +377,19 @@ def restore_state(
         )
     server = store.server_row(conn)
     server_clock = (server["clock_frozen_us"], int(server["clock_offset_us"]))
+    now = clock.now(conn)
     for t, item in enumerate(snapshot["tenants"]):
         base = f"/tenants/{t}"
         clock_columns = _clock_columns(item["clock"], f"{base}/clock") if "clock" in item else server_clock
         admin_token = admin_tokens.get(item["id"]) if tenant is not None else item.get("admin_token_sha256")
-        _restore_tenant(conn, item, base, clock_columns=clock_columns, admin_token_sha256=admin_token)
+        _restore_tenant(
+            conn,
+            item,
+            base,
+            clock_columns=clock_columns,
+            admin_token_sha256=admin_token,
+            created_at=created.get(item["id"]) or now,
+        )
     admin_hashes = store.admin_token_hashes(conn) | {server_admin_token_sha256} - {None}
     for t, item in enumerate(snapshot["tenants"]):
         for i, credential in enumerate(item["credentials"]):
@@ -452,6 +463,7 @@ def _restore_tenant(
     *,
     clock_columns: tuple[int | None, int],
     admin_token_sha256: str | None,
+    created_at: str,
 ) -> None:
     tenant_id = tenant["id"]
     policy = tenant["policy"]
@@ -469,6 +481,7 @@ def _restore_tenant(
             "admin_token_sha256": admin_token_sha256,
             "first_credential_id": tenant.get("first_credential_id"),
             "initial_credits": tenant.get("initial_credits"),
+            "created_at": created_at,
         },
         f"{base}/id",
     )

@@ -23,7 +23,7 @@ from fake_lucy.domain.errors import DomainError, invalid_field
 from fake_lucy.domain.ids import random_request_id
 from fake_lucy.domain.policy import policy_dict
 from fake_lucy.domain.principals import NewCredential, hash_token
-from fake_lucy.domain.records import journal_dict, ledger_dict, memory_dict, proposal_dict
+from fake_lucy.domain.records import journal_dict, ledger_dict, memory_dict, proposal_dict, tenant_dict
 from fake_lucy.http import cursors, inputs
 from fake_lucy.http.abort import client_gone
 from fake_lucy.http.events import EventStream, last_event_id
@@ -281,6 +281,13 @@ def _delete_tenant(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) ->
     return 204, None
 
 
+def _list_tenants(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
+    _only_query(ctx, ("limit", "cursor"))
+    limit = _query_int(ctx, "limit", PAGE_SIZE, 1, MAX_PAGE)
+    page = admin.tenants(conn, after=_seq_cursor(ctx), limit=limit, scope=ctx.scope)
+    return 200, _page(page, tenant_dict)
+
+
 def _list_findings(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
     _only_query(ctx, ("credential_id", "code", "cursor"))
     code = _query_choice(ctx, "code", findings.CODES)
@@ -447,6 +454,7 @@ _HANDLERS: dict[str, _Handler] = {
     "put_snapshot": _put_snapshot,
     "create_tenant": _create_tenant,
     "delete_tenant": _delete_tenant,
+    "list_tenants": _list_tenants,
 }
 # Operations whose handler checks the body against the request schema itself (ANY_OBJECT).
 _CHECKS_ITS_BODY = frozenset({"put_snapshot"})

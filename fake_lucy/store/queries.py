@@ -21,6 +21,7 @@ from fake_lucy.store.records import (
     MemoryRecord,
     ProposalRecord,
     TenantPolicy,
+    TenantSummary,
 )
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "Page",
     "ProposalFilter",
     "TenantRecord",
+    "TenantSummary",
     "account_tenant_and_balance",
     "active_topic_owner",
     "clear_rate_buckets",
@@ -48,6 +50,7 @@ __all__ = [
     "tenant_by_admin_token",
     "tenant_ids",
     "tenant_policy",
+    "tenants_page",
     "tenants_with_pending_proposals",
     "update_tenant_policy",
 ]
@@ -286,6 +289,29 @@ def tenant(conn: sqlite3.Connection, tenant_id: str) -> TenantRecord | None:
         (tenant_id,),
     ).fetchone()
     return None if row is None else TenantRecord(row[0], row[1], row[2], row[3])
+
+
+# Each count reads one tenant's entries of an index (credentials by tenant, memories by tenant,
+# proposals by status and tenant), never a table scan.
+_TENANT_SUMMARY = (
+    "SELECT t.rowid AS seq, t.id, t.created_at, t.admin_token_sha256 IS NOT NULL,"
+    " (SELECT count(*) FROM credentials c WHERE c.tenant_id = t.id AND c.revoked = 0),"
+    " (SELECT count(*) FROM memories m WHERE m.tenant_id = t.id AND m.status = 'active'),"
+    " (SELECT count(*) FROM proposals p WHERE p.status = 'pending' AND p.tenant_id = t.id)"
+    " FROM tenants t"
+)
+
+
+def tenants_page(
+    conn: sqlite3.Connection, *, tenant: str | None, after: int, limit: int
+) -> Page[TenantSummary]:
+    """Tenants in the order they were made (row number), ``tenant`` alone when given."""
+    where, params = _where(("t.rowid", after), t__id=tenant)
+    rows = conn.execute(
+        f"{_TENANT_SUMMARY} WHERE {where} ORDER BY t.rowid LIMIT ?",
+        [*params, limit + 1],
+    ).fetchall()
+    return _page(rows, limit, TenantSummary.from_row, "seq")
 
 
 def tenant_ids(conn: sqlite3.Connection) -> list[str]:

@@ -44,6 +44,7 @@ __all__ = [
     "MemoryRecord",
     "ProposalRecord",
     "TenantPolicy",
+    "TenantSummary",
 ]
 
 # ``memories m``'s access time, kept in its own narrow table (see ``store.tables.MemoryAccess``).
@@ -186,3 +187,19 @@ class TenantPolicy:
     auto_approve: Any
     proposal_ttl_seconds: int
     rate_limit_per_minute: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class TenantSummary:
+    """One tenant as ``GET /_fake/tenants`` lists it: when it was made and what it holds."""
+
+    id: str
+    created_at: str | None
+    tenant_admin: bool
+    credentials: int
+    memories: int
+    pending_proposals: int
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> TenantSummary:
+        return cls(row[1], row[2], bool(row[3]), row[4], row[5], row[6])

@@ -76,6 +76,7 @@ ADDED_COLUMNS = (
     ("tenants", "admin_token_sha256", "VARCHAR"),
     ("tenants", "first_credential_id", "VARCHAR"),
     ("tenants", "initial_credits", "INTEGER"),
+    ("tenants", "created_at", "VARCHAR"),
     ("faults", "tenant_id", "VARCHAR"),
     ("journal", "tenant", "VARCHAR NOT NULL DEFAULT ''"),
     ("ledger", "tenant_id", "VARCHAR NOT NULL DEFAULT ''"),

@@ -45,6 +45,8 @@ class Tenant(SQLModel, table=True):
     admin_token_sha256: str | None = Field(default=None, index=True, unique=True)
     first_credential_id: str | None = None
     initial_credits: int | None = None
+    # when the tenant row was made, by the server clock (null in a file of an older fake-lucy)
+    created_at: str | None = None
 
 
 class Account(SQLModel, table=True):

@@ -251,6 +251,10 @@ class FakeAdmin:
     async def delete_tenant(self, tenant: str | None = None) -> None:
         await self.call("DELETE", f"/tenants/{tenant or self.tenant}")
 
+    async def tenants(self) -> list[dict[str, Any]]:
+        """Every tenant (all pages) in the order they were made; a tenant admin's: its own."""
+        return await self._all_pages("/tenants")
+
     async def clock(self) -> dict[str, Any]:
         return await self._object("GET", "/clock")
 

@@ -154,6 +154,10 @@ class SyncFakeAdmin:
     def delete_tenant(self, tenant: str | None = None) -> None:
         self._do(self._admin.delete_tenant, tenant)
 
+    def tenants(self) -> list[dict[str, Any]]:
+        """Every tenant (all pages) in the order they were made; a tenant admin's: its own."""
+        return self._do(self._admin.tenants)
+
     def clock(self) -> dict[str, Any]:
         return self._do(self._admin.clock)
 

@@ -17,11 +17,22 @@ pytestmark = pytest.mark.anyio
 TABLES = STATE_TABLES  # every table of the fake's state
 
 
+# A tenant's ``created_at`` is when the seed or a reset made it (the real time then): a dump reads
+# it as whether it is set.
+_TENANTS = (
+    "SELECT id, auto_approve, proposal_ttl_seconds, rate_limit_per_minute, clock_offset_us,"
+    " clock_frozen_us, admin_token_sha256, first_credential_id, initial_credits,"
+    " created_at IS NOT NULL FROM tenants ORDER BY 1"
+)
+
+
 def _dump(path, exclude=("server_state",)) -> dict:
     conn = sqlite3.connect(path)
     try:
         return {
-            t: conn.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall()  # noqa: S608 - constant table names
+            t: conn.execute(
+                _TENANTS if t == "tenants" else f"SELECT * FROM {t} ORDER BY 1"  # noqa: S608 - constant table names
+            ).fetchall()
             for t in TABLES
             if t not in exclude
         }
@@ -215,7 +226,7 @@ def _to_the_layout_before_tenant_namespaces(database) -> None:
         ("ledger", "tenant_id"),
         ("faults", "tenant_id"),
         *(("tenants", c) for c in ("clock_offset_us", "clock_frozen_us", "admin_token_sha256")),
-        *(("tenants", c) for c in ("first_credential_id", "initial_credits")),
+        *(("tenants", c) for c in ("first_credential_id", "initial_credits", "created_at")),
     ]:
         conn.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
     conn.commit()
@@ -251,6 +262,24 @@ async def test_a_database_with_one_index_for_every_tenant_is_split_per_tenant_at
     assert rows == (5,)
     conn.close()
     await second.aclose()
+
+
+async def test_a_tenant_of_a_file_from_before_created_at_is_listed_with_null(tmp_path) -> None:
+    database = tmp_path / "older.sqlite3"
+    first = InProcessFake(database)
+    await first.aclose()
+    conn = sqlite3.connect(database)
+    conn.execute("ALTER TABLE tenants DROP COLUMN created_at")
+    conn.commit()
+    conn.close()
+    second = InProcessFake(database)
+    try:
+        now = (await second.admin.set_clock(frozen=True))["now"]
+        await second.admin.create_tenant("made-after-the-upgrade")
+        listed = {item["tenant"]: item["created_at"] for item in await second.admin.tenants()}
+        assert listed == {"tenant_dev": None, "made-after-the-upgrade": now}
+    finally:
+        await second.aclose()
 
 
 async def test_an_older_file_gets_todays_indexes_and_keeps_one_id_per_event(

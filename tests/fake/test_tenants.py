@@ -172,6 +172,89 @@ async def test_a_deleted_tenants_tokens_are_401_at_once_and_nothing_of_it_is_lef
     assert index_tables(fake, "doomed") == [fts_table("doomed")]
 
 
+# -- list --------------------------------------------------------------------------------------
+
+
+async def test_the_listing_shows_each_tenant_when_it_was_made_and_what_it_holds(fake, admin) -> None:
+    await admin.set_clock(now="2030-01-15T09:00:00.000000Z", frozen=True)
+    created = await admin.create_tenant("ci-job-7")
+    await admin.advance_clock(HOUR)
+    await admin.create_tenant("ci-job-8")
+    async with fake.client(created["credential"]["token"]) as client, as_tenant_admin(fake, created) as own:
+        kept = await propose(client, proposal_body("A memory of job seven."))
+        await own.approve(kept.json()["proposal"]["id"])
+        await propose(client, proposal_body("Waits for review."))
+        await propose(client, proposal_body("Expires before the listing."))
+        await own.create_credential(permissions=("memory:read",))
+        revoked = await own.create_credential(permissions=("memory:read",))
+        await own.revoke(revoked["credential_id"])
+        expiring = (await own.proposals(status="pending"))["items"][-1]["id"]
+        await own.expire(expiring)
+    listed = await admin.tenants()
+    assert [item["tenant"] for item in listed] == [DEFAULTS["tenant"], "ci-job-7", "ci-job-8"]
+    dev, seven, eight = listed
+    assert dev["tenant_admin"] is False  # the seed's tenant has no tenant admin token
+    assert seven == {
+        "tenant": "ci-job-7",
+        "created_at": "2030-01-15T09:00:00.000000Z",
+        "tenant_admin": True,
+        "credentials": 2,  # the first and the read-only one; the revoked one is not counted
+        "memories": 1,
+        "pending_proposals": 1,
+    }
+    assert eight["created_at"] == "2030-01-15T10:00:00.000000Z"
+    assert (eight["credentials"], eight["memories"], eight["pending_proposals"]) == (1, 0, 0)
+    async with as_tenant_admin(fake, created) as own:
+        assert await own.tenants() == [seven]  # a tenant admin sees its own tenant alone
+    await admin.delete_tenant("ci-job-7")
+    assert [item["tenant"] for item in await admin.tenants()] == [DEFAULTS["tenant"], "ci-job-8"]
+
+
+async def test_a_pending_proposal_past_its_expiry_is_not_counted_as_pending(fake, admin) -> None:
+    created = await admin.create_tenant("expiring")
+    async with fake.client(created["credential"]["token"]) as client:
+        await propose(client, proposal_body("Nobody reviews this one."))
+    assert [t["pending_proposals"] for t in await admin.tenants() if t["tenant"] == "expiring"] == [1]
+    await admin.advance_clock(8 * DAY)
+    assert [t["pending_proposals"] for t in await admin.tenants() if t["tenant"] == "expiring"] == [0]
+
+
+async def test_the_listing_pages_with_limit_and_cursor(fake, admin) -> None:
+    for n in range(5):
+        await admin.create_tenant(f"paged-{n}")
+    seen: list[str] = []
+    cursor = None
+    while True:
+        page = await admin.call("GET", "/tenants", limit=2, cursor=cursor)
+        assert len(page["items"]) <= 2
+        seen += [item["tenant"] for item in page["items"]]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert seen == [DEFAULTS["tenant"], *(f"paged-{n}" for n in range(5))]
+    with pytest.raises(AdminError) as refused:
+        await admin.call("GET", "/tenants", limit=0)
+    assert (refused.value.status, refused.value.code) == (422, "invalid_request")
+    with pytest.raises(AdminError) as foreign:
+        await admin.call("GET", "/tenants", cursor="bm90LWEtY3Vyc29y")
+    assert (foreign.value.status, foreign.value.code) == (422, "invalid_request")
+
+
+async def test_a_tenant_restoring_its_own_snapshot_keeps_when_it_was_made(fake, admin) -> None:
+    await admin.set_clock(now="2030-01-15T09:00:00.000000Z", frozen=True)
+    created = await admin.create_tenant("restorer")
+    await admin.advance_clock(DAY)
+    async with as_tenant_admin(fake, created) as own:
+        await own.call("PUT", "/snapshot", json=await own.call("GET", "/snapshot"))
+        assert [item["created_at"] for item in await own.tenants()] == ["2030-01-15T09:00:00.000000Z"]
+    whole = await admin.call("GET", "/snapshot")
+    await admin.advance_clock(HOUR)
+    await admin.call("PUT", "/snapshot", json=whole)
+    # a whole restore makes every tenant again: at the restored server clock's time
+    restored_now = (await admin.clock())["now"]
+    assert {item["created_at"] for item in await admin.tenants()} == {restored_now}
+
+
 # -- clocks ------------------------------------------------------------------------------------
 
 
