@@ -51,9 +51,20 @@ def create_credential(
     scope: AdminScope = SERVER,
 ) -> dict[str, str]:
     """A credential (tenant and account made on first use, for the server admin); returns the
-    token once."""
+    token once.
+
+    A tenant admin names an account of its own tenant, or none (a new one is made): account ids
+    are global, so one it may not name is ``not_found`` whether it belongs to another tenant or to
+    none — an answer that tells nothing about other tenants (the server admin gets
+    ``account_conflict`` for another tenant's)."""
     if not scope.sees(new.tenant):
         raise DomainError("not_found", "no tenant with this id is within reach of this admin token")
+    if scope.tenant is not None and new.account is not None:
+        owner = queries.account_tenant_and_balance(conn, new.account)
+        if owner is None or owner[0] != scope.tenant:
+            raise DomainError(
+                "not_found", "no account of this tenant has this id (leave account out for a new one)"
+            )
     return principals.create_credential(conn, ids, new, request_id=request_id)
 
 

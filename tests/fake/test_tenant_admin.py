@@ -100,6 +100,11 @@ async def snapshot(admin: FakeAdmin, tenant: Tenant) -> dict[str, Any]:
 # (method, path, body) with {a} / {b} fields of the two tenants; A's admin sends each.
 OTHER_TENANTS_OBJECTS = [
     ("POST", "/credentials", {"tenant": "{b.id}", "permissions": ["memory:read"], "scopes": []}),
+    (  # in its own tenant, on the other's account
+        "POST",
+        "/credentials",
+        {"tenant": "{a.id}", "account": "{b.account}", "permissions": ["memory:read"], "scopes": []},
+    ),
     ("DELETE", "/credentials/{b.credential_id}", None),
     ("PUT", "/accounts/{b.account}/credits", {"balance": 5}),
     ("POST", "/proposals/{b.pending}/approve", None),
@@ -162,6 +167,28 @@ async def test_the_same_operations_on_its_own_objects_succeed(tenants) -> None:
     assert extra["tenant"] == a.id
     await a.admin.revoke(extra["credential_id"])
     assert (await a.admin.set_policy(auto_approve="all"))["auto_approve"] == "all"
+
+
+async def test_an_account_id_tells_a_tenant_admin_nothing_about_other_tenants(fake, admin, tenants) -> None:
+    a, b = tenants
+    answers = []
+    for account in (b.account, "acct_nobody_has"):
+        with pytest.raises(AdminError) as refused:
+            await a.admin.create_credential(account=account, permissions=("memory:read",))
+        answers.append((refused.value.status, refused.value.code, refused.value.problem["detail"]))
+    assert answers[0] == answers[1]
+    assert answers[0][:2] == (404, "not_found")
+    assert (await admin.memories(tenant=b.id))["items"]  # b is as it was, and nothing was made
+    with pytest.raises(AdminError):
+        await admin.set_balance("acct_nobody_has", 1)
+    own = await a.admin.create_credential(account=a.account, permissions=("memory:read",))
+    assert own["account"] == a.account
+    fresh = await a.admin.create_credential(permissions=("memory:read",))
+    assert fresh["account"] not in (a.account, b.account)
+    # the server admin, who sees every tenant, is told why
+    with pytest.raises(AdminError) as conflict:
+        await admin.create_credential(a.id, account=b.account, permissions=("memory:read",))
+    assert (conflict.value.status, conflict.value.code) == (409, "account_conflict")
 
 
 async def test_a_fault_on_another_tenants_credential_is_refused(admin, tenants) -> None:
