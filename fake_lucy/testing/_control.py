@@ -121,10 +121,14 @@ class InProcessControl(Control):
 
 
 class HttpControl(Control):
-    def __init__(self, base_url: str, admin_token: str) -> None:
+    """A fake over its control API; ``tenant``: the session's own tenant of a shared fake
+    (``pytest --lucy-url``), whose admin token reaches that tenant alone."""
+
+    def __init__(self, base_url: str, admin_token: str, tenant: str | None = None) -> None:
         self.base_url = base_url
         self.admin_token = admin_token
-        self.identity = base_url
+        self.tenant = tenant
+        self.identity = (base_url, tenant)
 
     def _call(self, method: str, path: str, **options: Any) -> Any:
         with httpx.Client(
@@ -135,9 +139,7 @@ class HttpControl(Control):
         ) as http:
             response = http.request(method, "/_fake" + path, **options)
         if response.status_code >= 400:
-            raise ValueError(
-                f"the fake answered {method} /_fake{path} with {response.status_code}: {response.text}"
-            )
+            raise ValueError(f"the fake answered {method} /_fake{path} with {_problem(response)}")
         return response.json()
 
     def _pages(self, path: str) -> list[dict[str, Any]]:
@@ -165,7 +167,37 @@ class HttpControl(Control):
         return result
 
     def restore(self, document: Any) -> None:
+        if self.tenant is not None:
+            held = _tenant_ids(document)
+            if held != [self.tenant]:
+                raise ValueError(
+                    f"on a shared fake (--lucy-url) a session restores only a snapshot of its own"
+                    f" tenant ({self.tenant}), and this one holds {', '.join(held) or 'no tenant'}:"
+                    " there the ids of memories, proposals, accounts and credentials are shared by"
+                    " every session, so another fake's state cannot be loaded into one of them; run"
+                    " this test on the plugin's own fake (without --lucy-url)"
+                )
         self._call("PUT", "/snapshot", json=document)
+
+
+def _tenant_ids(document: Any) -> list[str]:
+    tenants = document.get("tenants") if isinstance(document, dict) else None
+    if not isinstance(tenants, list):
+        return []
+    return [str(item.get("id")) for item in tenants if isinstance(item, dict)]
+
+
+def _problem(response: httpx.Response) -> str:
+    """``422 invalid_request: detail (pointer rule; …)``, or the status alone for another body."""
+    try:
+        problem = response.json()
+        text = f"{response.status_code} {problem['code']}: {problem['detail']}"
+    except (ValueError, KeyError, TypeError):
+        return str(response.status_code)
+    errors = (problem.get("details") or {}).get("errors") or []
+    if errors:
+        text += " (" + "; ".join(f"{e.get('pointer') or '/'} {e.get('detail')}" for e in errors[:3]) + ")"
+    return text
 
 
 def for_fixture_value(value: Any) -> Control | None:
@@ -174,5 +206,8 @@ def for_fixture_value(value: Any) -> Control | None:
         return InProcessControl(value.fake)
     base_url, admin_token = getattr(value, "base_url", None), getattr(value, "admin_token", None)
     if isinstance(base_url, str) and isinstance(admin_token, str):
-        return HttpControl(base_url, admin_token)
+        from fake_lucy.testing.shared import SharedTenant
+
+        tenant = value.tenant if isinstance(value, SharedTenant) else None
+        return HttpControl(base_url, admin_token, tenant)
     return None

@@ -6,9 +6,12 @@ from __future__ import annotations
 import json
 import re
 
+import httpx
 import pytest
 
+from fake_lucy.testing import LiveServer
 from fake_lucy.testing.strict import dump_file_name
+from fake_lucy.testing.tls import shared_tls_context
 
 HEADER = """
 import json
@@ -199,3 +202,47 @@ async def test_starts_from_a_snapshot(fake_lucy):
     result.stdout.fnmatch_lines(
         ["*lucy_snapshot: cannot read the snapshot *broken.json: Expecting property name*"]
     )
+
+
+def test_on_a_shared_fake_lucy_snapshot_restores_the_sessions_own_tenant_and_refuses_another_fakes(
+    pytester: pytest.Pytester, live: LiveServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_LUCY_ADMIN_TOKEN", live.admin_token)
+    pytester.makepyfile(
+        test_shared=HEADER
+        + """
+async def test_keep_the_tenants_state(fake_lucy_server):
+    await fake_lucy_server.admin.set_balance(fake_lucy_server.account, 7)
+    async with fake_lucy_server.client(fake_lucy_server.admin_token) as http:
+        snapshot = (await http.get("/_fake/snapshot")).json()
+    with open("own.json", "w") as handle:
+        json.dump(snapshot, handle)
+
+@pytest.mark.lucy_snapshot("own.json")
+async def test_the_own_tenants_snapshot_is_restored(fake_lucy_server):
+    async with fake_lucy_server.client() as http:
+        answer = await http.post("/api/agent-memory/v1/recall", json={"query": "x"})
+    assert answer.json()["credits"]["remaining"] == 6
+
+@pytest.mark.lucy_snapshot("other.json")
+async def test_another_fakes_snapshot(fake_lucy_server):
+    pass
+"""
+    )
+    # the whole server's state (its dev tenant among others): what a snapshot file usually holds
+    whole = httpx.get(
+        live.base_url + "/_fake/snapshot",
+        headers={"Authorization": f"Bearer {live.admin_token}"},
+        verify=shared_tls_context(),
+    )
+    (pytester.path / "other.json").write_text(whole.text)
+    result = pytester.runpytest("-p", "no:randomly", "-W", "error", "--lucy-url", live.base_url)
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*lucy_snapshot: *other.json: on a shared fake (--lucy-url) a session restores only a"
+            " snapshot of its own tenant (pytest-*), and this one holds tenant_dev:*"
+        ]
+    )
+    assert "Traceback" not in result.stdout.str()
+    assert "During handling" not in result.stdout.str()
