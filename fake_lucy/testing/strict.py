@@ -5,8 +5,8 @@
   ``@pytest.mark.lucy_allow("code", ...)`` lets a test produce those codes on purpose.
 - ``@pytest.mark.lucy_snapshot("file.json")``: the fake is put into that snapshot before the test
   (a relative path is read next to the test file).
-- ``--lucy-dump-on-failure DIR``: for each failed test, one JSON file ``{test, snapshot, journal,
-  findings}`` named after its node id.
+- ``--lucy-dump-on-failure DIR``: for each test failed in its body or its teardown, one JSON file
+  ``{test, snapshot, journal, findings}`` per fake it used, named after its node id.
 
 The fakes of a test are found among its fixture values: the plugin's own (``fake_lucy``,
 ``fake_lucy_server``, ``ServeProcess``) and any object with ``base_url`` and ``admin_token``
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 __all__ = ["dump_file_name", "format_findings"]
 
 _BASELINES = pytest.StashKey[list[tuple["Control", "Baseline"]]]()
+_DUMPED = pytest.StashKey[bool]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -78,15 +79,16 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 _MAX_NAME = 200  # characters before ``.json``: file systems take 255 bytes
 
 
-def dump_file_name(nodeid: str) -> str:
-    """The node id with every character outside ``A-Za-z0-9._-`` replaced by ``_``, plus ``.json``.
-    A longer one keeps its first characters and ends with 16 hex digits of the id's SHA-256, so two
-    long ids that share their start still get two files."""
+def dump_file_name(nodeid: str, fake: int = 1) -> str:
+    """The node id with every character outside ``A-Za-z0-9._-`` replaced by ``_``, plus ``.json``
+    (the test's second fake and on: ``.fake2.json``, …). A longer one keeps its first characters and
+    ends with 16 hex digits of the id's SHA-256, so two long ids that share their start still get
+    two files."""
     name = _UNSAFE.sub("_", nodeid)
     if len(name) > _MAX_NAME:
         digest = hashlib.sha256(nodeid.encode("utf-8", "surrogatepass")).hexdigest()[:16]
         name = f"{name[: _MAX_NAME - 17]}-{digest}"
-    return name + ".json"
+    return name + ("" if fake == 1 else f".fake{fake}") + ".json"
 
 
 def _strict(item: pytest.Item) -> bool:
@@ -202,22 +204,26 @@ def _restore_snapshot(item: pytest.Item, marker: pytest.Mark, controls: list[Con
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+    """``--lucy-dump-on-failure``: a test that failed in its body or in its teardown (a fixture's
+    check after the test) gets one file per fake it used, written once. A failed set-up has none:
+    the test never ran."""
     report = yield
     directory = item.config.getoption("--lucy-dump-on-failure")
-    if directory is not None and report.when == "call" and report.failed:
-        baselines = item.stash.get(_BASELINES, [])
-        if baselines:
-            control, baseline = baselines[0]
-            path = Path(directory)
-            target = path / dump_file_name(item.nodeid)
-            try:
-                path.mkdir(parents=True, exist_ok=True)
-                document = control.dump(item.nodeid, baseline)
-                target.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-            except Exception as exc:
-                # a dump that cannot be made (the fake went with the failure, the disk is full) must
-                # not stop the run: the report says so, and the run goes on
-                report.sections.append(
-                    ("lucy dump", f"no dump written to {target}: {type(exc).__name__}: {exc}")
-                )
+    if directory is None or not report.failed or report.when not in ("call", "teardown"):
+        return report
+    if item.stash.get(_DUMPED, False):  # the body failed and was dumped: its teardown adds nothing
+        return report
+    item.stash[_DUMPED] = True
+    path = Path(directory)
+    baselines: list[tuple[Control, Baseline]] = item.stash.get(_BASELINES, [])
+    for number, (control, baseline) in enumerate(baselines, start=1):
+        target = path / dump_file_name(item.nodeid, number)
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+            document = control.dump(item.nodeid, baseline)
+            target.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        except Exception as exc:
+            # a dump that cannot be made (the fake went with the failure, the disk is full) must
+            # not stop the run: the report says so, and the run goes on
+            report.sections.append(("lucy dump", f"no dump written to {target}: {type(exc).__name__}: {exc}"))
     return report

@@ -99,6 +99,57 @@ def test_dump_on_failure_writes_one_readable_file_per_failed_test_only(user_suit
     assert "lucy-dev-token" not in json.dumps(document)
 
 
+def test_a_failed_teardown_is_dumped_once_and_each_fake_of_a_test_has_its_file(
+    pytester: pytest.Pytester, tmp_path
+) -> None:
+    pytester.makepyfile(
+        test_more=HEADER
+        + """
+@pytest.fixture
+async def nothing_left_pending(fake_lucy):
+    yield
+    pending = (await fake_lucy.admin.proposals(status="pending"))["items"]
+    assert pending == [], "a proposal was left pending"
+
+PROPOSAL = {"kind": "fact", "content": "Left for review.", "scope": {"kind": "user", "id": "usr_dev"}}
+
+async def test_leaves_a_proposal(nothing_left_pending, fake_lucy):
+    async with fake_lucy.client() as http:
+        await http.post("/api/agent-memory/v1/proposals", json=PROPOSAL, headers={"Idempotency-Key": "k1"})
+
+async def test_fails_and_leaves_a_proposal(nothing_left_pending, fake_lucy):
+    async with fake_lucy.client() as http:
+        await http.post("/api/agent-memory/v1/proposals", json=PROPOSAL, headers={"Idempotency-Key": "k2"})
+    assert False, "the body fails too"
+
+async def test_fails_on_two_fakes(fake_lucy, fake_lucy_server):
+    async with fake_lucy.client() as http:
+        await http.post("/api/agent-memory/v1/recall", json={"query": "in process"})
+    async with fake_lucy_server.client() as http:
+        await http.post("/api/agent-memory/v1/recall", json={"query": "served"})
+        await http.post("/api/agent-memory/v1/recall", json={"query": "served again"})
+    assert False
+"""
+    )
+    dumps = tmp_path / "dumps"
+    result = pytester.runpytest("-p", "no:randomly", f"--lucy-dump-on-failure={dumps}", "-W", "error")
+    result.assert_outcomes(passed=1, failed=2, errors=2)  # a failed teardown is an error
+    names = sorted(path.name for path in dumps.iterdir())
+    assert names == [
+        "test_more.py__test_fails_and_leaves_a_proposal.json",  # once, though body and teardown failed
+        "test_more.py__test_fails_on_two_fakes.fake2.json",
+        "test_more.py__test_fails_on_two_fakes.json",
+        "test_more.py__test_leaves_a_proposal.json",
+    ]
+    teardown = json.loads((dumps / names[3]).read_text(encoding="utf-8"))
+    assert [row["operation"] for row in teardown["journal"]] == ["propose"]
+    assert [row["operation"] for row in json.loads((dumps / names[2]).read_text())["journal"]] == ["recall"]
+    assert [row["operation"] for row in json.loads((dumps / names[1]).read_text())["journal"]] == [
+        "recall",
+        "recall",
+    ]
+
+
 def test_lucy_snapshot_loads_a_snapshot_before_the_test(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         test_make=HEADER
