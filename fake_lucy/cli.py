@@ -47,6 +47,10 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--quiet", action="store_true", default=None, help="no server log (one line per v1 request on stderr)"
     )
+    serve.add_argument(
+        "--tls-certfile", type=Path, metavar="FILE", help="serve HTTPS with this certificate chain (PEM)"
+    )
+    serve.add_argument("--tls-keyfile", type=Path, metavar="FILE", help="the certificate's private key (PEM)")
     operator_cli.add_commands(commands)
     return parser
 

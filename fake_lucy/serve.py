@@ -12,6 +12,7 @@ import logging
 import os
 import signal
 import socket
+import ssl
 import sys
 import sysconfig
 from collections.abc import Iterator
@@ -79,7 +80,7 @@ def _console_line(settings: FakeLucySettings, fake: FakeLucy, origin: str) -> st
 
 def _announce(settings: FakeLucySettings, fake: FakeLucy) -> None:
     host = settings.host if ":" not in settings.host else f"[{settings.host}]"
-    origin = f"http://{host}:{settings.port}"
+    origin = f"{settings.scheme}://{host}:{settings.port}"
     lines = [
         f"fake-lucy {__version__} on {origin} (database {settings.database})",
         f"  v1 base URL:  {origin}   (API under {fake.contract['base_path']})",
@@ -96,11 +97,15 @@ def _announce(settings: FakeLucySettings, fake: FakeLucy) -> None:
         lines.append(f"  admin token:  {DEFAULT_ADMIN_TOKEN}   (control API under /_fake){refused}")
     else:
         lines.append("  admin token:  as configured (FAKE_LUCY_ADMIN_TOKEN or --admin-token-file)")
+    if settings.tls_certfile is not None:
+        lines.append(
+            f"  TLS:          {settings.tls_certfile}   (clients trust it: a public CA's, or SSL_CERT_FILE)"
+        )
     if not fake.loopback:
         log.warning("listening on a non-loopback address: the built-in tokens are refused (401)")
     elif settings.seed is None:
         lines.append("  MCP host configuration (lucy-memory-mcp on this fake, with the public dev token):")
-        lines.append(json.dumps(mcp_host_configuration(f"http://{host}:{settings.port}"), indent=2))
+        lines.append(json.dumps(mcp_host_configuration(origin), indent=2))
     print("\n".join(lines), flush=True)
 
 
@@ -168,6 +173,27 @@ _UVICORN: dict[str, Any] = {
 }
 
 
+def check_tls(settings: FakeLucySettings) -> None:
+    """Load the certificate and key once before serving, so that a wrong file is one line at start
+    (``ValueError``), not a traceback from inside uvicorn."""
+    if settings.tls_certfile is None or settings.tls_keyfile is None:
+        return
+    try:
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(
+            settings.tls_certfile, settings.tls_keyfile
+        )
+    except ssl.SSLError as exc:  # not PEM, or a key that does not match the certificate
+        reason = str(exc.reason or exc)
+    except OSError as exc:  # missing or unreadable
+        reason = str(exc.strerror or exc)
+    else:
+        return
+    raise ValueError(
+        f"cannot load the TLS certificate {settings.tls_certfile} with the key {settings.tls_keyfile}"
+        f" ({reason})"
+    )
+
+
 def _run(settings: FakeLucySettings, fake: FakeLucy) -> None:
     # One worker: this process listens. Several: uvicorn's supervisor binds, so only --port 0 is
     # resolved here (a port that was free a moment ago).
@@ -181,6 +207,8 @@ def _run(settings: FakeLucySettings, fake: FakeLucy) -> None:
             host=settings.host,
             port=settings.port,
             **_UVICORN,
+            ssl_certfile=settings.tls_certfile,
+            ssl_keyfile=settings.tls_keyfile,
         )
         uvicorn.Server(config).run(sockets=None if bound is None else [bound])
         return
@@ -202,6 +230,8 @@ def _run(settings: FakeLucySettings, fake: FakeLucy) -> None:
         port=settings.port,
         workers=settings.workers,
         **_UVICORN,
+        ssl_certfile=settings.tls_certfile,
+        ssl_keyfile=settings.tls_keyfile,
         # The supervisor pings each worker every half second and replaces one that has not
         # answered within this many seconds, dropping its connections: on a busy CI machine a
         # worker is slow, not hung (uvicorn's default is 5 s).
@@ -216,6 +246,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         settings = load_settings(**overrides)
         settings.resolved_admin_token()
+        check_tls(settings)
     except ValidationError as exc:  # one line per setting, never pydantic's multi-line dump
         problems = "; ".join(
             f"{'.'.join(str(part) for part in error['loc'])}: {error['msg']}" for error in exc.errors()

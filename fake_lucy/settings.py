@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from lucy_memory._contract import TOKEN_RULE, valid_token
@@ -32,6 +32,20 @@ class FakeLucySettings(BaseSettings):
     admin_token_file: Path | None = None
     import_file: Path | None = None  # a snapshot loaded at start (SPEC 3.9)
     export_on_exit: Path | None = None  # a snapshot written atomically on SIGTERM / SIGINT
+    # HTTPS: the certificate chain and its private key (PEM), both or neither
+    tls_certfile: Path | None = None
+    tls_keyfile: Path | None = None
+
+    @model_validator(mode="after")
+    def _tls_pair(self) -> FakeLucySettings:
+        if (self.tls_certfile is None) != (self.tls_keyfile is None):
+            raise ValueError("--tls-certfile and --tls-keyfile go together: give both, or neither")
+        return self
+
+    @property
+    def scheme(self) -> str:
+        """``https`` with a certificate, else ``http``."""
+        return "http" if self.tls_certfile is None else "https"
 
     def resolved_admin_token(self) -> str | None:
         """The admin token: the token file when one is given (a flag or ``FAKE_LUCY_ADMIN_TOKEN_FILE``),

@@ -206,9 +206,10 @@ class ServeProcess(_Shape):
 
     def __init__(self, args: list[str], env: Mapping[str, str] | None = None) -> None:
         self.port = free_port()
-        self.base_url = f"http://127.0.0.1:{self.port}"
         # quiet unless asked: nobody reads the server log's lines from the pipe while it runs
         environment = {**os.environ, "FAKE_LUCY_QUIET": "true", **(env or {})}
+        tls = "--tls-certfile" in args or bool(environment.get("FAKE_LUCY_TLS_CERTFILE"))
+        self.base_url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
         self.process = subprocess.Popen(  # noqa: S603 - our own interpreter and module
             [sys.executable, "-m", "fake_lucy", "serve", "--port", str(self.port), *args],
             env=environment,

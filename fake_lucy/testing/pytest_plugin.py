@@ -189,6 +189,9 @@ def lucy_sync_client(fake_lucy_server: LiveServer | SharedTenant) -> Iterator[Re
         yield client
 
 
+_TRUST_VARIABLES = ("SSL_CERT_FILE", "SSL_CERT_DIR")
+
+
 def lucy_mcp_parameters(
     server: LiveServer | SharedTenant, *, token: str, permissions: str
 ) -> StdioServerParameters:
@@ -208,6 +211,9 @@ def lucy_mcp_parameters(
             "LUCY_MEMORY_PERMISSIONS": permissions,
             "LUCY_MEMORY_BASE_URL": server.base_url,
             "LUCY_MEMORY_ALLOW_INSECURE_LOOPBACK": "1",
+            # the CA a shared fake's HTTPS certificate is trusted by (the MCP SDK passes on only a
+            # few variables of its own choosing)
+            **{name: os.environ[name] for name in _TRUST_VARIABLES if os.environ.get(name)},
         },
     )
 

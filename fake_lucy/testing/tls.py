@@ -10,6 +10,7 @@ verifying as before, built once per process and shared (an ``SSLContext`` is saf
 from __future__ import annotations
 
 import functools
+import os
 import ssl
 
 import httpx
@@ -17,7 +18,14 @@ import httpx
 __all__ = ["shared_tls_context"]
 
 
-@functools.cache
 def shared_tls_context() -> ssl.SSLContext:
-    """``httpx.create_ssl_context()``, once: pass it as ``verify=`` to an httpx client or transport."""
+    """``httpx.create_ssl_context()``, once per trust setting: pass it as ``verify=`` to an httpx
+    client or transport. It trusts what httpx trusts: ``SSL_CERT_FILE`` or ``SSL_CERT_DIR`` as they
+    are at the call (a test that serves HTTPS with a CA of its own sets one), else certifi's bundle."""
+    return _context(os.environ.get("SSL_CERT_FILE") or None, os.environ.get("SSL_CERT_DIR") or None)
+
+
+@functools.cache
+def _context(cert_file: str | None, cert_dir: str | None) -> ssl.SSLContext:
+    # the arguments are the cache's key: httpx reads the same two variables itself
     return httpx.create_ssl_context()
