@@ -46,6 +46,7 @@ the fixtures that use them, and a run that uses none of them pays nothing
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -94,6 +95,25 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="run fake_lucy_server against the shared fake-lucy serve at URL, each session (each"
         " xdist worker) in its own tenant; the server admin token comes from FAKE_LUCY_ADMIN_TOKEN",
     )
+    parser.getgroup("fake_lucy").addoption(
+        "--lucy-tenant-label",
+        default=None,
+        metavar="LABEL",
+        help="with --lucy-url: the start of each session's tenant id, <LABEL>-<xdist worker>-<random>"
+        " (default pytest; e.g. the CI job's id, so that the fake's listings name the job)",
+    )
+
+
+# What a tenant id may hold (the contract's tenant_id), less the part the plugin adds after the label.
+_LABEL = re.compile(r"[A-Za-z0-9._:-]{1,100}")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    label = config.getoption("lucy_tenant_label", None)
+    if label is not None and not _LABEL.fullmatch(label):
+        raise pytest.UsageError(
+            f"--lucy-tenant-label {label!r}: 1 to 100 of the characters A-Z a-z 0-9 . _ : -"
+        )
 
 
 @pytest.fixture(scope="session")
@@ -121,7 +141,8 @@ def _fake_lucy_server_session(
 
     url = request.config.getoption("lucy_url")
     if url:
-        label = "pytest-" + os.environ.get("PYTEST_XDIST_WORKER", "main")
+        prefix = request.config.getoption("lucy_tenant_label") or "pytest"
+        label = f"{prefix}-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}"
         with SharedTenant.start(url, server_admin_token(), label=label) as tenant:
             yield tenant
         return

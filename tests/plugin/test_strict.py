@@ -297,3 +297,21 @@ async def test_another_fakes_snapshot(fake_lucy_server):
     )
     assert "Traceback" not in result.stdout.str()
     assert "During handling" not in result.stdout.str()
+
+
+def test_lucy_tenant_label_starts_each_sessions_tenant_id_and_a_bad_one_is_a_usage_error(
+    pytester: pytest.Pytester, live: LiveServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_LUCY_ADMIN_TOKEN", live.admin_token)
+    pytester.makepyfile(
+        test_label="""
+def test_the_tenant_names_the_job(fake_lucy_server):
+    print("TENANT", fake_lucy_server.tenant)
+"""
+    )
+    result = pytester.runpytest("-s", "--lucy-url", live.base_url, "--lucy-tenant-label", "ci-job-1234")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*TENANT ci-job-1234-*"])
+    refused = pytester.runpytest("--lucy-url", live.base_url, "--lucy-tenant-label", "job 1234")
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    refused.stderr.fnmatch_lines(["*--lucy-tenant-label 'job 1234': 1 to 100 of the characters*"])
