@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 import secrets
-import subprocess
 import textwrap
 from contextlib import redirect_stderr
 from pathlib import Path
@@ -17,8 +16,7 @@ import trustme
 
 from fake_lucy import cli
 from fake_lucy.testing import ServeProcess
-from tests.plugin.test_shared_fake import _environment
-from tests.plugin.users_pytest import users_pytest
+from fake_lucy.testing.shared import SharedFakeError, SharedTenant
 
 pytestmark = pytest.mark.slow
 
@@ -69,43 +67,24 @@ def certificates(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def test_a_session_with_lucy_url_uses_an_https_fake_for_every_fixture(
-    certificates: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    certificates: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pytester: pytest.Pytester
 ) -> None:
-    monkeypatch.setenv("SSL_CERT_FILE", str(certificates["ca"]))  # this process's readiness checks
+    monkeypatch.setenv("SSL_CERT_FILE", str(certificates["ca"]))  # what each CI job would set
     admin_token = "tls-admin-" + secrets.token_urlsafe(24)
+    monkeypatch.setenv("FAKE_LUCY_ADMIN_TOKEN", admin_token)
     args = ["--tls-certfile", str(certificates["cert"]), "--tls-keyfile", str(certificates["key"])]
     args += ["--database", str(tmp_path / "tls.sqlite3")]
-    with ServeProcess.start(args, {"FAKE_LUCY_ADMIN_TOKEN": admin_token}) as server:
+    with ServeProcess.start(args) as server:
         assert server.base_url.startswith("https://")
         with pytest.raises(httpx.TransportError):  # cleartext is not served on the port
             httpx.get(server.base_url.replace("https://", "http://") + "/healthz", timeout=5)
-        (tmp_path / "suite").mkdir()
-        (tmp_path / "suite" / "test_user_suite.py").write_text(USER_SUITE)
-        session = subprocess.run(  # noqa: S603 - our own interpreter and fixed arguments
-            users_pytest("-p", "no:randomly", "--lucy-url", server.base_url, "suite"),
-            cwd=tmp_path,
-            env={**_environment(), "FAKE_LUCY_ADMIN_TOKEN": admin_token},
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
-        assert session.returncode == 0, session.stdout[-3000:] + session.stderr[-3000:]
-        assert "2 passed" in session.stdout
-        # without the CA the session cannot create its tenant, and says why in one place
-        untrusted = {**_environment(), "FAKE_LUCY_ADMIN_TOKEN": admin_token}
-        untrusted.pop("SSL_CERT_FILE")
-        refused = subprocess.run(  # noqa: S603 - our own interpreter and fixed arguments
-            users_pytest("-p", "no:randomly", "--lucy-url", server.base_url, "suite"),
-            cwd=tmp_path,
-            env=untrusted,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
-        assert refused.returncode != 0
-        assert "CERTIFICATE_VERIFY_FAILED" in refused.stdout
+        pytester.makepyfile(test_user_suite=USER_SUITE)
+        result = pytester.runpytest("-p", "no:randomly", "--lucy-url", server.base_url)
+        result.assert_outcomes(passed=2)
+        # without the CA a session cannot create its tenant, and says why
+        monkeypatch.delenv("SSL_CERT_FILE")
+        with pytest.raises(SharedFakeError, match="CERTIFICATE_VERIFY_FAILED"):
+            SharedTenant.create(server.base_url, admin_token)
 
 
 @pytest.mark.parametrize(
