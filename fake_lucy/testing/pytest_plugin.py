@@ -45,6 +45,7 @@ the fixtures that use them, and a run that uses none of them pays nothing
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -108,21 +109,37 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 _LABEL = re.compile(r"[A-Za-z0-9._:-]{1,100}")
 
 
+# The session's fakes are closed when the session ends, not by their fixtures' finalizers: those run
+# in the last test's teardown, before its report, and a failed teardown's dump
+# (--lucy-dump-on-failure) still reads the fake then.
+_CLOSING = pytest.StashKey[contextlib.ExitStack]()
+
+
 def pytest_configure(config: pytest.Config) -> None:
     label = config.getoption("lucy_tenant_label", None)
     if label is not None and not _LABEL.fullmatch(label):
         raise pytest.UsageError(
             f"--lucy-tenant-label {label!r}: 1 to 100 of the characters A-Z a-z 0-9 . _ : -"
         )
+    config.stash[_CLOSING] = contextlib.ExitStack()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    closing = session.config.stash.get(_CLOSING, None)
+    if closing is not None:
+        closing.close()
 
 
 @pytest.fixture(scope="session")
-def _fake_lucy_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessFake]:
+def _fake_lucy_session(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> InProcessFake:
     from fake_lucy.testing.fakes import InProcessFake
 
     fake = InProcessFake(tmp_path_factory.mktemp("fake-lucy") / "fake-lucy.sqlite3")
-    yield fake
-    fake.fake.close()
+    request.config.stash[_CLOSING].callback(fake.fake.close)
+    return fake
 
 
 @pytest.fixture
@@ -135,19 +152,17 @@ def fake_lucy(_fake_lucy_session: InProcessFake) -> InProcessFake:
 @pytest.fixture(scope="session")
 def _fake_lucy_server_session(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[LiveServer | SharedTenant]:
+) -> LiveServer | SharedTenant:
     from fake_lucy.testing.fakes import LiveServer
     from fake_lucy.testing.shared import SharedTenant, server_admin_token
 
+    closing = request.config.stash[_CLOSING]
     url = request.config.getoption("lucy_url")
     if url:
         prefix = request.config.getoption("lucy_tenant_label") or "pytest"
         label = f"{prefix}-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}"
-        with SharedTenant.start(url, server_admin_token(), label=label) as tenant:
-            yield tenant
-        return
-    with LiveServer.start(tmp_path_factory.mktemp("fake-lucy-server")) as server:
-        yield server
+        return closing.enter_context(SharedTenant.start(url, server_admin_token(), label=label))
+    return closing.enter_context(LiveServer.start(tmp_path_factory.mktemp("fake-lucy-server")))
 
 
 @pytest.fixture

@@ -150,6 +150,34 @@ async def test_fails_on_two_fakes(fake_lucy, fake_lucy_server):
     ]
 
 
+def test_a_teardown_that_fails_in_the_sessions_last_test_is_dumped_too(
+    pytester: pytest.Pytester, tmp_path
+) -> None:
+    """The session's fakes stay open until the session ends: the last test's teardown runs the
+    session fixtures' finalizers before its report is made."""
+    pytester.makepyfile(
+        test_last=HEADER
+        + """
+@pytest.fixture
+async def no_requests_left(fake_lucy, fake_lucy_server):
+    yield
+    assert await fake_lucy.admin.requests() == [], "the in-process fake saw a request"
+
+async def test_the_only_one(no_requests_left, fake_lucy, fake_lucy_server):
+    async with fake_lucy.client() as http:
+        await http.post("/api/agent-memory/v1/recall", json={"query": "last"})
+"""
+    )
+    dumps = tmp_path / "dumps"
+    result = pytester.runpytest("-p", "no:randomly", f"--lucy-dump-on-failure={dumps}", "-W", "error")
+    result.assert_outcomes(passed=1, errors=1)
+    assert "no dump written" not in result.stdout.str()
+    names = sorted(path.name for path in dumps.iterdir())
+    assert names == ["test_last.py__test_the_only_one.fake2.json", "test_last.py__test_the_only_one.json"]
+    document = json.loads((dumps / names[1]).read_text(encoding="utf-8"))
+    assert [row["operation"] for row in document["journal"]] == ["recall"]
+
+
 def test_lucy_snapshot_loads_a_snapshot_before_the_test(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         test_make=HEADER
