@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import re
 import sys
@@ -25,7 +26,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from fake_lucy.addresses import is_loopback
+from fake_lucy.addresses import is_loopback, path_segment
 from fake_lucy.domain import findings
 from fake_lucy.domain.defaults import DEFAULT_ADMIN_TOKEN
 from fake_lucy.files import write_atomically
@@ -67,12 +68,16 @@ class ApiError(Exception):
 
 
 def parse_duration(text: str) -> float:
-    """``90s``, ``15m``, ``2h``, ``7d``, ``1h30m`` or plain seconds → seconds."""
+    """``90s``, ``15m``, ``2h``, ``7d``, ``1h30m`` or plain seconds → seconds (finite, not negative)."""
     value = text.strip().lower()
     try:
-        return float(value)
+        seconds = float(value)
     except ValueError:
         pass
+    else:
+        if not math.isfinite(seconds) or seconds < 0:  # float() also reads nan, inf and -5
+            raise UsageError(f"{text!r} is not a duration (like 90s, 15m, 2h, 7d)")
+        return seconds
     parts = _DURATION.findall(value)
     if not parts or "".join(number + unit for number, unit in parts) != value:
         raise UsageError(f"{text!r} is not a duration (like 90s, 15m, 2h, 7d)")
@@ -396,7 +401,7 @@ def _decide(api: _Api, args: argparse.Namespace, out: TextIO) -> None:
     body = {"reason_detail": args.reason} if getattr(args, "reason", None) else None
     for proposal_id in args.ids:
         try:
-            answer = api.call("POST", f"/proposals/{proposal_id}/{args.command}", body)
+            answer = api.call("POST", f"/proposals/{path_segment(proposal_id)}/{args.command}", body)
         except ApiError as exc:
             failures.append(f"{visible(proposal_id)}: {exc}")
             continue
@@ -591,7 +596,7 @@ def _prune(api: _Api, args: argparse.Namespace, out: TextIO) -> None:
     for tenant in doomed:
         if not args.dry_run:
             try:
-                api.call("DELETE", f"/tenants/{tenant['tenant']}")
+                api.call("DELETE", f"/tenants/{path_segment(tenant['tenant'])}")
             except ApiError as exc:
                 if exc.status != 404:
                     failures.append(f"{visible(tenant['tenant'])}: {exc}")
@@ -615,7 +620,7 @@ def _tenants(api: _Api, args: argparse.Namespace, out: TextIO) -> None:
         _prune(api, args, out)
         return
     if args.action == "delete":
-        api.call("DELETE", f"/tenants/{args.tenant}")
+        api.call("DELETE", f"/tenants/{path_segment(args.tenant)}")
         _say(out, args, {"tenant": args.tenant, "deleted": True}, f"tenant {visible(args.tenant)} deleted")
         return
     body = {"tenant": args.tenant, "credits": args.credits}

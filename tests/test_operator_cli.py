@@ -180,7 +180,8 @@ def test_durations_read_like_people_write_them() -> None:
     assert parse_duration("7d") == 604_800
     assert parse_duration("1h30m") == 5400
     assert parse_duration("45") == 45
-    for bad in ("2x", "h", "1h 30m", ""):
+    assert parse_duration("0") == 0
+    for bad in ("2x", "h", "1h 30m", "", "nan", "inf", "-1", "-1h", "1e400"):
         with pytest.raises(UsageError):
             parse_duration(bad)
 
@@ -432,6 +433,22 @@ def test_tenants_list_shows_each_tenant_and_prune_deletes_only_old_session_tenan
     assert "the following arguments are required: --older-than" in capsys.readouterr().err
     code, _, err = fake_lucy(capsys, "tenants", "list", "--older-than", "a while")
     assert (code, err) == (2, "fake-lucy: 'a while' is not a duration (like 90s, 15m, 2h, 7d)\n")
+
+
+def test_tenants_named_with_dots_only_are_deleted_and_pruned_as_named(
+    live: LiveServer, url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``.`` and ``..`` are valid tenant ids; sent as a path unencoded, they would be dot segments."""
+    control(live, "PUT", "/clock", json={"now": "2030-01-15T09:00:00Z", "frozen": True})
+    for name in ("..", ".", "..."):
+        control(live, "POST", "/tenants", json={"tenant": name})
+    code, out, err = fake_lucy(capsys, "tenants", "delete", "..")
+    assert (code, out, err) == (0, "tenant .. deleted\n", "")
+    control(live, "POST", "/clock/advance", json={"seconds": 3600})
+    code, out, err = fake_lucy(capsys, "tenants", "prune", "--older-than", "10m", "--json")
+    assert (code, err) == (0, "")
+    assert json.loads(out) == {"dry_run": False, "deleted": [".", "..."]}
+    assert [t["tenant"] for t in control(live, "GET", "/tenants")["items"]] == ["tenant_dev"]
 
 
 def test_snapshot_export_then_import_restores_the_state(

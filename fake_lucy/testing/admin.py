@@ -11,6 +11,7 @@ from typing import Any
 import anyio
 import httpx
 
+from fake_lucy.addresses import path_segment
 from lucy_memory._contract import PERMISSIONS
 
 __all__ = ["AdminError", "AdminEvent", "EventWatch", "FakeAdmin"]
@@ -210,38 +211,38 @@ class FakeAdmin:
         return await self._object("POST", "/credentials", body)
 
     async def revoke(self, credential_id: str) -> None:
-        await self.call("DELETE", f"/credentials/{credential_id}")
+        await self.call("DELETE", f"/credentials/{path_segment(credential_id)}")
 
     async def set_balance(self, account: str, balance: int) -> dict[str, Any]:
-        return await self._object("PUT", f"/accounts/{account}/credits", {"balance": balance})
+        return await self._object("PUT", f"/accounts/{path_segment(account)}/credits", {"balance": balance})
 
     async def proposals(self, **filters: Any) -> dict[str, Any]:
         return await self._object("GET", "/proposals", **filters)
 
     async def approve(self, proposal_id: str) -> dict[str, Any]:
-        return await self._part("proposal", "POST", f"/proposals/{proposal_id}/approve")
+        return await self._part("proposal", "POST", f"/proposals/{path_segment(proposal_id)}/approve")
 
     async def reject(self, proposal_id: str, reason_detail: str | None = None) -> dict[str, Any]:
         body = {} if reason_detail is None else {"reason_detail": reason_detail}
-        return await self._part("proposal", "POST", f"/proposals/{proposal_id}/reject", body)
+        return await self._part("proposal", "POST", f"/proposals/{path_segment(proposal_id)}/reject", body)
 
     async def expire(self, proposal_id: str) -> dict[str, Any]:
-        return await self._part("proposal", "POST", f"/proposals/{proposal_id}/expire")
+        return await self._part("proposal", "POST", f"/proposals/{path_segment(proposal_id)}/expire")
 
     async def memories(self, **filters: Any) -> dict[str, Any]:
         return await self._object("GET", "/memories", **filters)
 
     async def delete_memory(self, memory_id: str) -> dict[str, Any]:
-        return await self._part("memory", "DELETE", f"/memories/{memory_id}")
+        return await self._part("memory", "DELETE", f"/memories/{path_segment(memory_id)}")
 
     async def restore_memory(self, memory_id: str) -> dict[str, Any]:
-        return await self._part("memory", "POST", f"/memories/{memory_id}/restore")
+        return await self._part("memory", "POST", f"/memories/{path_segment(memory_id)}/restore")
 
     async def policy(self, tenant: str | None = None) -> dict[str, Any]:
-        return await self._object("GET", f"/tenants/{tenant or self.tenant}/policy")
+        return await self._object("GET", f"/tenants/{path_segment(tenant or self.tenant)}/policy")
 
     async def set_policy(self, tenant: str | None = None, **policy: Any) -> dict[str, Any]:
-        return await self._object("PUT", f"/tenants/{tenant or self.tenant}/policy", policy)
+        return await self._object("PUT", f"/tenants/{path_segment(tenant or self.tenant)}/policy", policy)
 
     async def create_tenant(self, tenant: str | None = None, *, credits: int | None = None) -> dict[str, Any]:
         """A new tenant (server admin only): ``{tenant, admin_token, credential}``."""
@@ -249,7 +250,7 @@ class FakeAdmin:
         return await self._object("POST", "/tenants", body)
 
     async def delete_tenant(self, tenant: str | None = None) -> None:
-        await self.call("DELETE", f"/tenants/{tenant or self.tenant}")
+        await self.call("DELETE", f"/tenants/{path_segment(tenant or self.tenant)}")
 
     async def tenants(self) -> list[dict[str, Any]]:
         """Every tenant (all pages) in the order they were made; a tenant admin's: its own."""

@@ -22,6 +22,7 @@ from typing import Any
 
 import httpx
 
+from fake_lucy.addresses import path_segment
 from fake_lucy.domain.defaults import DEFAULT_ADMIN_TOKEN
 from fake_lucy.testing.admin import FakeAdmin
 from fake_lucy.testing.fakes import _Shape
@@ -113,7 +114,7 @@ class SharedTenant(_Shape):
         return float(self._control("POST", "/reset").json()["took_ms"])
 
     def delete(self) -> None:
-        self._control("DELETE", f"/tenants/{self.tenant}")
+        self._control("DELETE", f"/tenants/{path_segment(self.tenant)}")
 
     @property
     def admin(self) -> FakeAdmin:
