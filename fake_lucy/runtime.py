@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from fake_lucy.addresses import is_loopback
-from fake_lucy.domain import clock, events
+from fake_lucy.domain import clock, events, tenants
 from fake_lucy.domain import seed as seeding
 from fake_lucy.domain.defaults import DEFAULT_ADMIN_TOKEN
 from fake_lucy.domain.ids import IdFactory
@@ -90,6 +90,7 @@ class FakeLucy:
                 raise SeedMismatchError(self._mismatch(seeding.applied_seed(conn)))
             else:
                 self.seed_outcome = "kept"
+                tenants.date_the_undated(conn)
 
     def _mismatch(self, recorded: str | None) -> str:
         if recorded is None:

@@ -347,6 +347,7 @@ def restore_state(
     # a snapshot does not carry when a tenant was made: a tenant restoring itself keeps its
     # ``created_at``, every other restored tenant is made now (by the server clock)
     created: dict[str, str | None] = {}
+    places: dict[str, int] = {}
     if tenant is not None:
         others = [i for i, item in enumerate(snapshot["tenants"]) if item["id"] != tenant]
         if others:
@@ -357,6 +358,8 @@ def restore_state(
         kept = store.tenant_rows(conn, "tenants", tenant)
         admin_tokens = {row["id"]: row["admin_token_sha256"] for row in kept}
         created = {row["id"]: row["created_at"] for row in kept}
+        # and its place among the tenants (the listing's order and its cursors)
+        places = {row["id"]: row["place"] for row in kept}
         clear_index(conn, tenant, drop=True)
         store.clear_tenant(conn, tenant)
     else:
@@ -389,6 +392,7 @@ def restore_state(
             clock_columns=clock_columns,
             admin_token_sha256=admin_token,
             created_at=created.get(item["id"]) or now,
+            place=places.get(item["id"]),
         )
     admin_hashes = store.admin_token_hashes(conn) | {server_admin_token_sha256} - {None}
     for t, item in enumerate(snapshot["tenants"]):
@@ -464,6 +468,7 @@ def _restore_tenant(
     clock_columns: tuple[int | None, int],
     admin_token_sha256: str | None,
     created_at: str,
+    place: int | None,
 ) -> None:
     tenant_id = tenant["id"]
     policy = tenant["policy"]
@@ -482,6 +487,7 @@ def _restore_tenant(
             "first_credential_id": tenant.get("first_credential_id"),
             "initial_credits": tenant.get("initial_credits"),
             "created_at": created_at,
+            **({} if place is None else {"rowid": place}),
         },
         f"{base}/id",
     )

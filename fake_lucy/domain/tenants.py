@@ -40,6 +40,7 @@ __all__ = [
     "admin_check",
     "authenticate_admin",
     "create",
+    "date_the_undated",
     "delete",
     "reset",
     "still_valid",
@@ -149,6 +150,13 @@ def create(
         "scopes": scopes,
     }
     return CreatedTenant(tenant, admin_token, credential)
+
+
+def date_the_undated(conn: sqlite3.Connection) -> None:
+    """A file written before tenants had ``created_at``: its tenants are dated now (server clock),
+    when this fake-lucy first opens it, so that a test session's tenant left over from before is
+    pruned once it is old enough."""
+    queries.date_undated_tenants(conn, clock.now(conn))
 
 
 def _existing(conn: sqlite3.Connection, scope: AdminScope, tenant: str) -> queries.TenantRecord:

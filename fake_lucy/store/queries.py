@@ -36,6 +36,7 @@ __all__ = [
     "clear_rate_buckets",
     "credential_exists",
     "credential_tenant",
+    "date_undated_tenants",
     "delete_tenant_row",
     "journal_page",
     "ledger_page",
@@ -312,6 +313,10 @@ def tenants_page(
         [*params, limit + 1],
     ).fetchall()
     return _page(rows, limit, TenantSummary.from_row, "seq")
+
+
+def date_undated_tenants(conn: sqlite3.Connection, now: str) -> None:
+    conn.execute("UPDATE tenants SET created_at = ? WHERE created_at IS NULL", (now,))
 
 
 def tenant_ids(conn: sqlite3.Connection) -> list[str]:

@@ -29,7 +29,7 @@ __all__ = [
 
 # What a tenant holds, table by table: the statement that selects its rows, in the order they were made.
 TENANT_ROWS: dict[str, str] = {
-    "tenants": "SELECT * FROM tenants WHERE id = ?",
+    "tenants": "SELECT *, rowid AS place FROM tenants WHERE id = ?",
     "accounts": "SELECT * FROM accounts WHERE tenant_id = ? ORDER BY id",
     "credentials": "SELECT * FROM credentials WHERE tenant_id = ? ORDER BY id",
     "memories": (

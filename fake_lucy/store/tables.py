@@ -45,7 +45,7 @@ class Tenant(SQLModel, table=True):
     admin_token_sha256: str | None = Field(default=None, index=True, unique=True)
     first_credential_id: str | None = None
     initial_credits: int | None = None
-    # when the tenant row was made, by the server clock (null in a file of an older fake-lucy)
+    # when the tenant row was made, by the server clock (an older file: when it was first opened)
     created_at: str | None = None
 
 

@@ -264,20 +264,24 @@ async def test_a_database_with_one_index_for_every_tenant_is_split_per_tenant_at
     await second.aclose()
 
 
-async def test_a_tenant_of_a_file_from_before_created_at_is_listed_with_null(tmp_path) -> None:
+async def test_the_tenants_of_a_file_from_before_created_at_are_dated_when_it_is_opened(tmp_path) -> None:
     database = tmp_path / "older.sqlite3"
     first = InProcessFake(database)
+    await first.admin.create_tenant("left-behind")
     await first.aclose()
     conn = sqlite3.connect(database)
     conn.execute("ALTER TABLE tenants DROP COLUMN created_at")
+    conn.execute("UPDATE server_state SET clock_frozen_us = 1894698000000000")  # 2030-01-15T09:00:00Z
     conn.commit()
     conn.close()
     second = InProcessFake(database)
     try:
-        now = (await second.admin.set_clock(frozen=True))["now"]
+        listed = {item["tenant"]: item["created_at"] for item in await second.admin.tenants()}
+        assert listed == dict.fromkeys(["tenant_dev", "left-behind"], "2030-01-15T09:00:00.000000Z")
+        await second.admin.advance_clock(3600)
         await second.admin.create_tenant("made-after-the-upgrade")
         listed = {item["tenant"]: item["created_at"] for item in await second.admin.tenants()}
-        assert listed == {"tenant_dev": None, "made-after-the-upgrade": now}
+        assert listed["made-after-the-upgrade"] == "2030-01-15T10:00:00.000000Z"
     finally:
         await second.aclose()
 

@@ -240,6 +240,16 @@ async def test_the_listing_pages_with_limit_and_cursor(fake, admin) -> None:
     assert (foreign.value.status, foreign.value.code) == (422, "invalid_request")
 
 
+async def test_a_tenant_restoring_its_own_snapshot_keeps_its_place_in_the_listing(fake, admin) -> None:
+    made = [await admin.create_tenant(f"placed-{n}") for n in range(3)]
+    first = await admin.call("GET", "/tenants", limit=2)
+    async with as_tenant_admin(fake, made[0]) as own:
+        await own.call("PUT", "/snapshot", json=await own.call("GET", "/snapshot"))
+    rest = await admin.call("GET", "/tenants", cursor=first["next_cursor"])
+    names = [item["tenant"] for item in first["items"] + rest["items"]]
+    assert names == [DEFAULTS["tenant"], "placed-0", "placed-1", "placed-2"]  # once each, in order
+
+
 async def test_a_tenant_restoring_its_own_snapshot_keeps_when_it_was_made(fake, admin) -> None:
     await admin.set_clock(now="2030-01-15T09:00:00.000000Z", frozen=True)
     created = await admin.create_tenant("restorer")
