@@ -27,7 +27,7 @@ VOLUME ["/data"]
 EXPOSE 8787
 USER lucy
 HEALTHCHECK --interval=5s --timeout=3s --retries=10 \
-  CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8787/healthz', timeout=2)"]
+  CMD ["python", "-m", "fake_lucy.healthcheck"]
 CMD ["fake-lucy", "serve"]
 
 FROM runtime AS test

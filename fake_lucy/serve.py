@@ -173,6 +173,14 @@ _UVICORN: dict[str, Any] = {
 }
 
 
+class _EncryptedKeyError(Exception):
+    """The TLS key asks for a passphrase (OpenSSL would prompt for it on the terminal)."""
+
+
+def _no_passphrase() -> bytes:
+    raise _EncryptedKeyError
+
+
 def check_tls(settings: FakeLucySettings) -> None:
     """Load the certificate and key once before serving, so that a wrong file is one line at start
     (``ValueError``), not a traceback from inside uvicorn."""
@@ -180,8 +188,10 @@ def check_tls(settings: FakeLucySettings) -> None:
         return
     try:
         ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(
-            settings.tls_certfile, settings.tls_keyfile
+            settings.tls_certfile, settings.tls_keyfile, password=_no_passphrase
         )
+    except _EncryptedKeyError:
+        reason = "the key is encrypted: give its unencrypted form (each worker would ask for a passphrase)"
     except ssl.SSLError as exc:  # not PEM, or a key that does not match the certificate
         reason = str(exc.reason or exc)
     except OSError as exc:  # missing or unreadable

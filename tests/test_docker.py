@@ -8,11 +8,15 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from fake_lucy.app import create_app
+from fake_lucy.healthcheck import main as healthcheck_main
+from fake_lucy.healthcheck import probe_url
 from fake_lucy.runtime import FakeLucy
 from fake_lucy.settings import FakeLucySettings
+from fake_lucy.testing.fakes import free_port
 from lucy_memory._contract import load_contract, schema_validator
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -73,11 +77,23 @@ def test_the_health_checks_probe_the_fakes_health_route(tmp_path) -> None:
     app = create_app(FakeLucy(FakeLucySettings(database=str(tmp_path / "h.sqlite3"))))
     assert "/healthz" in {getattr(route, "path", None) for route in app.routes}
     port = FAKE["environment"]["FAKE_LUCY_PORT"]
-    probe = " ".join(FAKE["healthcheck"]["test"])
-    assert f"http://127.0.0.1:{port}/healthz" in probe
+    assert FAKE["healthcheck"]["test"] == ["CMD", "python", "-m", "fake_lucy.healthcheck"]
     healthcheck = [a for st, i, a in _dockerfile() if i == "HEALTHCHECK"]
     assert len(healthcheck) == 1
-    assert f"http://127.0.0.1:{port}/healthz" in healthcheck[0]
+    assert healthcheck[0].endswith('CMD ["python", "-m", "fake_lucy.healthcheck"]')
+    # what the probe asks, with the container's environment: plain, and with a certificate
+    assert probe_url(FAKE["environment"]) == f"http://127.0.0.1:{port}/healthz"
+    with_tls = {**FAKE["environment"], "FAKE_LUCY_TLS_CERTFILE": "/tls/fake-lucy.pem"}
+    assert probe_url(with_tls) == f"https://127.0.0.1:{port}/healthz"
+
+
+def test_the_health_probe_answers_0_for_a_running_fake_and_1_with_one_line_otherwise(
+    live, capsys: pytest.CaptureFixture[str]
+) -> None:
+    port = live.base_url.rsplit(":", 1)[1]
+    assert healthcheck_main({"FAKE_LUCY_PORT": port}) == 0
+    assert healthcheck_main({"FAKE_LUCY_PORT": str(free_port())}) == 1
+    assert len(capsys.readouterr().err.splitlines()) == 1
 
 
 def test_the_command_is_fake_lucy_serve_listening_on_all_interfaces_in_the_container() -> None:

@@ -208,7 +208,9 @@ class ServeProcess(_Shape):
         self.port = free_port()
         # quiet unless asked: nobody reads the server log's lines from the pipe while it runs
         environment = {**os.environ, "FAKE_LUCY_QUIET": "true", **(env or {})}
-        tls = "--tls-certfile" in args or bool(environment.get("FAKE_LUCY_TLS_CERTFILE"))
+        tls = any(arg.split("=", 1)[0] == "--tls-certfile" for arg in args) or bool(
+            environment.get("FAKE_LUCY_TLS_CERTFILE")
+        )
         self.base_url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
         self.process = subprocess.Popen(  # noqa: S603 - our own interpreter and module
             [sys.executable, "-m", "fake_lucy", "serve", "--port", str(self.port), *args],
@@ -235,13 +237,20 @@ class ServeProcess(_Shape):
         poll_until(alive_and_ready, f"fake-lucy serve is running but not {what}", timeout)
 
     def healthy(self) -> bool:
-        """Whether ``/healthz`` answers 200 now."""
-        with contextlib.suppress(httpx.TransportError):
-            return (
-                httpx.get(self.base_url + "/healthz", timeout=5, verify=shared_tls_context()).status_code
-                == 200
-            )
-        return False
+        """Whether ``/healthz`` answers 200 now. A certificate this process does not trust is a
+        ``RuntimeError`` at once (waiting would not change it): ``SSL_CERT_FILE`` in this process's
+        environment names the CA, not one passed to the server in ``env``."""
+        try:
+            url = self.base_url + "/healthz"
+            return httpx.get(url, timeout=5, verify=shared_tls_context()).status_code == 200
+        except httpx.ConnectError as exc:
+            if "CERTIFICATE_VERIFY_FAILED" in str(exc):
+                raise RuntimeError(
+                    f"fake-lucy serve answers with a certificate not trusted here: {exc}"
+                ) from None
+            return False
+        except httpx.TransportError:
+            return False
 
     def wait_ready(self, timeout: float = STARTUP_LIMIT) -> None:
         """Until ``/healthz`` answers (see ``wait_until``)."""

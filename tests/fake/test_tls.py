@@ -13,8 +13,10 @@ from pathlib import Path
 import httpx
 import pytest
 import trustme
+from cryptography.hazmat.primitives import serialization
 
 from fake_lucy import cli
+from fake_lucy.healthcheck import main as healthcheck_main
 from fake_lucy.testing import ServeProcess
 from fake_lucy.testing.shared import SharedFakeError, SharedTenant
 
@@ -59,8 +61,17 @@ def certificates(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     authority = trustme.CA()
     issued = authority.issue_cert("127.0.0.1", "localhost")
     files = {"ca": folder / "ca.pem", "cert": folder / "cert.pem", "key": folder / "key.pem"}
+    files["encrypted"] = folder / "encrypted.pem"
     authority.cert_pem.write_to_path(str(files["ca"]))
     issued.private_key_pem.write_to_path(str(files["key"]))
+    key = serialization.load_pem_private_key(issued.private_key_pem.bytes(), password=None)
+    files["encrypted"].write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.BestAvailableEncryption(b"a passphrase"),
+        )
+    )
     for blob in issued.cert_chain_pems:
         blob.write_to_path(str(files["cert"]), append=True)
     return files
@@ -72,12 +83,16 @@ def test_a_session_with_lucy_url_uses_an_https_fake_for_every_fixture(
     monkeypatch.setenv("SSL_CERT_FILE", str(certificates["ca"]))  # what each CI job would set
     admin_token = "tls-admin-" + secrets.token_urlsafe(24)
     monkeypatch.setenv("FAKE_LUCY_ADMIN_TOKEN", admin_token)
-    args = ["--tls-certfile", str(certificates["cert"]), "--tls-keyfile", str(certificates["key"])]
+    args = [f"--tls-certfile={certificates['cert']}", "--tls-keyfile", str(certificates["key"])]
     args += ["--database", str(tmp_path / "tls.sqlite3")]
     with ServeProcess.start(args) as server:
         assert server.base_url.startswith("https://")
         with pytest.raises(httpx.TransportError):  # cleartext is not served on the port
             httpx.get(server.base_url.replace("https://", "http://") + "/healthz", timeout=5)
+        # the container's probe, as the compose file runs it beside such a fake
+        port = server.base_url.rsplit(":", 1)[1]
+        assert healthcheck_main({"FAKE_LUCY_PORT": port, "FAKE_LUCY_TLS_CERTFILE": "set"}) == 0
+        assert healthcheck_main({"FAKE_LUCY_PORT": port}) == 1  # http:// to an https port
         pytester.makepyfile(test_user_suite=USER_SUITE)
         result = pytester.runpytest("-p", "no:randomly", "--lucy-url", server.base_url)
         result.assert_outcomes(passed=2)
@@ -85,6 +100,8 @@ def test_a_session_with_lucy_url_uses_an_https_fake_for_every_fixture(
         monkeypatch.delenv("SSL_CERT_FILE")
         with pytest.raises(SharedFakeError, match="CERTIFICATE_VERIFY_FAILED"):
             SharedTenant.create(server.base_url, admin_token)
+        with pytest.raises(RuntimeError, match="a certificate not trusted here"):  # at once, not at a limit
+            server.healthy()
 
 
 @pytest.mark.parametrize(
@@ -93,6 +110,7 @@ def test_a_session_with_lucy_url_uses_an_https_fake_for_every_fixture(
         (("cert", None), "--tls-certfile and --tls-keyfile go together"),
         (("cert", "ca"), "cannot load the TLS certificate"),
         (("missing", "key"), "cannot load the TLS certificate"),
+        (("cert", "encrypted"), "the key is encrypted: give its unencrypted form"),
     ],
 )
 def test_a_certificate_that_cannot_be_served_is_one_line_and_exit_2(
