@@ -414,7 +414,7 @@ def test_tenants_list_shows_each_tenant_and_prune_deletes_only_old_session_tenan
     ]
     assert lines[2].split() == ["ci-old-1", "2030-01-15", "09:00:00", "yes", "1", "0", "0"]
     code, out, _ = fake_lucy(capsys, "tenants", "list", "--older-than", "2h", "--json")
-    # the seed's tenant and the tenant made by a credential were made at the reset: 3 h ago too
+    # the seed's tenant was made at the test's reset, 3 h ago too; first-use was made just now
     assert [t["tenant"] for t in json.loads(out)] == ["tenant_dev", "ci-old-1", "other-old"]
     code, out, _ = fake_lucy(capsys, "tenants", "prune", "--older-than", "2h", "--prefix", "ci-", "--dry-run")
     assert (code, out.splitlines()[-1]) == (0, "1 tenant would be deleted")
