@@ -249,6 +249,14 @@ def _run(settings: FakeLucySettings, fake: FakeLucy) -> None:
     )
 
 
+def _setting_problem(location: tuple[int | str, ...], message: str) -> str:
+    """``setting: what is wrong``; a rule of several settings (both TLS files) has no one setting,
+    and a rule's own sentence loses pydantic's ``Value error,`` prefix."""
+    where = ".".join(str(part) for part in location)
+    message = message.removeprefix("Value error, ")
+    return f"{where}: {message}" if where else message
+
+
 def run(args: argparse.Namespace) -> int:
     """``fake-lucy serve`` with the parsed command line; returns the exit code."""
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
@@ -258,9 +266,7 @@ def run(args: argparse.Namespace) -> int:
         settings.resolved_admin_token()
         check_tls(settings)
     except ValidationError as exc:  # one line per setting, never pydantic's multi-line dump
-        problems = "; ".join(
-            f"{'.'.join(str(part) for part in error['loc'])}: {error['msg']}" for error in exc.errors()
-        )
+        problems = "; ".join(_setting_problem(error["loc"], error["msg"]) for error in exc.errors())
         print(f"fake-lucy: invalid configuration: {problems}", file=sys.stderr)
         return 2
     except (ValueError, OSError) as exc:

@@ -107,7 +107,7 @@ def test_a_session_with_lucy_url_uses_an_https_fake_for_every_fixture(
 @pytest.mark.parametrize(
     ("files", "expected"),
     [
-        (("cert", None), "--tls-certfile and --tls-keyfile go together"),
+        (("cert", None), "invalid configuration: --tls-certfile and --tls-keyfile go together"),
         (("cert", "ca"), "cannot load the TLS certificate"),
         (("missing", "key"), "cannot load the TLS certificate"),
         (("cert", "encrypted"), "the key is encrypted: give its unencrypted form"),
