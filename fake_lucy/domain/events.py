@@ -104,11 +104,18 @@ def seal_tenant(conn: sqlite3.Connection, tenant: str) -> None:
 
 def resume_after(conn: sqlite3.Connection, last_event_id: int | None) -> int:
     """Where a new reader starts: after ``Last-Event-ID`` when given (from the oldest event still
-    kept when it is older than the history), else after the newest event (new events only)."""
+    kept when it is older than the history), else after the newest event (new events only).
+
+    An id beyond the newest was given by another database: the fake was started again on a new
+    file (``--import`` into a fresh one, say), whose ids begin again at 1. None of its events was
+    seen, so the reader gets every one still kept — among them the reset an import makes, on which
+    a live page reloads — instead of only those still to come."""
     newest = store.last_id(conn)
-    if last_event_id is None or last_event_id > newest:  # an id of another database: from now on
+    if last_event_id is None:
         return newest
     oldest = store.oldest_id(conn)
+    if last_event_id > newest:
+        return 0 if oldest is None else oldest - 1
     if oldest is not None and last_event_id < oldest - 1:
         return oldest - 1
     return last_event_id

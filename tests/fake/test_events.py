@@ -171,6 +171,21 @@ async def test_a_resume_older_than_the_kept_history_starts_at_the_oldest_kept_ev
     assert resumed == kept[0].id - 1
 
 
+async def test_a_resume_from_another_databases_id_gets_every_kept_event_of_this_one(
+    fake: InProcessFake,
+) -> None:
+    """A reader of a fake started again on a new file (ids begin again at 1) resumes with an id
+    this database never gave: it has seen none of its events, the import's reset among them."""
+    await fake.admin.reset()
+    with fake.fake.db.write() as conn:
+        newest = events.resume_after(conn, None)
+        oldest = events.after(conn, 0, tenant=None)[0].id
+        assert events.resume_after(conn, newest + 500) == oldest - 1
+    async with fake.admin.watch(after=newest + 500) as resumed:
+        first = await resumed.wait_for("reset", timeout=2)
+    assert first.id == oldest  # from this database's first kept event, not from now on
+
+
 async def test_the_stream_needs_the_admin_token_and_a_numeric_last_event_id(fake: InProcessFake) -> None:
     async with fake.client(None) as anonymous:
         refused = await anonymous.get("/_fake/events", headers=STREAM)
