@@ -81,7 +81,10 @@ def parse_duration(text: str) -> float:
     parts = _DURATION.findall(value)
     if not parts or "".join(number + unit for number, unit in parts) != value:
         raise UsageError(f"{text!r} is not a duration (like 90s, 15m, 2h, 7d)")
-    return sum(float(number) * _UNITS[unit] for number, unit in parts)
+    seconds = sum(float(number) * _UNITS[unit] for number, unit in parts)
+    if not math.isfinite(seconds):  # digits enough to overflow a float
+        raise UsageError(f"{text!r} is not a duration (like 90s, 15m, 2h, 7d)")
+    return seconds
 
 
 def _timestamp(text: str) -> str:

@@ -113,9 +113,5 @@ def resume_after(conn: sqlite3.Connection, last_event_id: int | None) -> int:
     newest = store.last_id(conn)
     if last_event_id is None:
         return newest
-    oldest = store.oldest_id(conn)
-    if last_event_id > newest:
-        return 0 if oldest is None else oldest - 1
-    if oldest is not None and last_event_id < oldest - 1:
-        return oldest - 1
-    return last_event_id
+    floor = store.before_oldest(conn)
+    return floor if last_event_id > newest else max(last_event_id, floor)

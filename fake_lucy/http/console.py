@@ -29,6 +29,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from fake_lucy import __version__
+from fake_lucy.addresses import path_segment
 from fake_lucy.domain import admin, clock, faults, policy, review, sessions, tenants
 from fake_lucy.domain.errors import DomainError
 from fake_lucy.domain.ids import random_request_id
@@ -157,7 +158,9 @@ class Console:
         self.env = Environment(
             loader=PackageLoader("fake_lucy", "templates"), autoescape=True, undefined=StrictUndefined
         )
-        self.env.filters.update(visible=visible_markup, when=_when, until=_until, chart=_chart)
+        self.env.filters.update(
+            visible=visible_markup, when=_when, until=_until, chart=_chart, segment=path_segment
+        )
         self.env.globals.update(word_diff=word_diff, prefix=PREFIX, version=__version__, statuses=STATUSES)
         package = resources.files("fake_lucy") / "static"
         self.static = {name: (package / name).read_bytes() for name in _STATIC}

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import orjson
 
-__all__ = ["BATCH", "EventRow", "append", "events_after", "last_id", "oldest_id", "seal"]
+__all__ = ["BATCH", "EventRow", "append", "before_oldest", "events_after", "last_id", "seal"]
 
 BATCH = "batch"  # the type of a row that holds several events
 PRUNE_EVERY = 256  # ids between two prunings of the history
@@ -97,7 +97,10 @@ def last_id(conn: sqlite3.Connection) -> int:
     return 0 if row[0] is None else int(row[0])
 
 
-def oldest_id(conn: sqlite3.Connection) -> int | None:
-    """The id of the oldest row kept (of its last event, when it holds several)."""
-    row = conn.execute("SELECT min(seq) FROM events").fetchone()
-    return None if row[0] is None else int(row[0])
+def before_oldest(conn: sqlite3.Connection) -> int:
+    """The id just before the oldest event kept (the first of the oldest row's); 0 when none is."""
+    row = conn.execute(
+        f"SELECT seq - CASE WHEN type = '{BATCH}' THEN json_array_length(data) ELSE 1 END"  # noqa: S608 - a constant
+        " FROM events ORDER BY seq LIMIT 1"
+    ).fetchone()
+    return 0 if row is None else int(row[0])

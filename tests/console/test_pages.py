@@ -237,6 +237,21 @@ async def test_memories_clock_faults_policy_and_reset_from_the_console(
     assert (await browser.get(CONSOLE + "/")).status_code == 200  # the session outlives the reset
 
 
+async def test_a_tenant_named_with_dots_only_gets_its_own_policy_form(
+    browser: httpx.AsyncClient, admin: FakeAdmin, logged_in: str
+) -> None:
+    """``..`` is a valid tenant id: in a form's path it is ``%2E%2E``, never a dot segment that a
+    browser would resolve to another page."""
+    await admin.create_tenant("..")
+    page = (await browser.get(CONSOLE + "/settings")).text
+    assert f'action="{CONSOLE}/tenants/%2E%2E/policy"' in page
+    assert "/tenants/../policy" not in page
+    changed = await act(browser, "/tenants/%2E%2E/policy", logged_in, auto_approve="all")
+    assert changed.status_code == 303
+    assert (await admin.policy(".."))["auto_approve"] == "all"
+    assert (await admin.policy())["auto_approve"] == "off"
+
+
 async def test_logout_needs_the_csrf_token_and_ends_the_session(
     browser: httpx.AsyncClient, logged_in: str
 ) -> None:

@@ -186,6 +186,22 @@ async def test_a_resume_from_another_databases_id_gets_every_kept_event_of_this_
     assert first.id == oldest  # from this database's first kept event, not from now on
 
 
+async def test_a_resume_from_before_the_kept_history_starts_at_the_first_event_of_the_oldest_row(
+    fake: InProcessFake,
+) -> None:
+    """A v1 request's events share one row (``credits.changed`` and ``request``): a resume from
+    before the history, or from another database, gets both, not the row's last alone."""
+    with fake.fake.db.write() as conn:
+        conn.execute("DELETE FROM events")
+    async with fake.client() as http:
+        assert (await recall(http, "x")).status_code == 200
+    with fake.fake.db.write() as conn:
+        kept = events.after(conn, 0, tenant=None)
+        assert [e.type for e in kept] == ["credits.changed", "request"]
+        assert events.resume_after(conn, kept[-1].id + 100) == kept[0].id - 1
+        assert events.resume_after(conn, 0) == kept[0].id - 1
+
+
 async def test_the_stream_needs_the_admin_token_and_a_numeric_last_event_id(fake: InProcessFake) -> None:
     async with fake.client(None) as anonymous:
         refused = await anonymous.get("/_fake/events", headers=STREAM)
