@@ -50,7 +50,7 @@ import os
 import re
 import shutil
 import sys
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Generator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -109,9 +109,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 _LABEL = re.compile(r"[A-Za-z0-9._:-]{1,100}")
 
 
-# The session's fakes are closed when the session ends, not by their fixtures' finalizers: those run
-# in the last test's teardown, before its report, and a failed teardown's dump
-# (--lucy-dump-on-failure) still reads the fake then.
+# The session's fakes are closed at the end of the last test's teardown, after every fixture's
+# finalizer (a failed teardown's dump, --lucy-dump-on-failure, still reads them then), or, when
+# the session ends before that test (an interrupt, -x), as it finishes.
 _CLOSING = pytest.StashKey[contextlib.ExitStack]()
 
 
@@ -124,11 +124,37 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_CLOSING] = contextlib.ExitStack()
 
 
-@pytest.hookimpl(trylast=True)
-def pytest_sessionfinish(session: pytest.Session) -> None:
-    closing = session.config.stash.get(_CLOSING, None)
-    if closing is not None:
-        closing.close()
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, None, None]:
+    """The last test's teardown closes the session's fakes once every finalizer and the dump (an
+    inner wrapper, ``testing.strict``) ran; a failure there (a shared fake gone, say) is that
+    teardown's error, as a failing finalizer's would be."""
+    try:
+        return (yield)
+    finally:
+        closing = item.config.stash.get(_CLOSING, None)
+        if nextitem is None and closing is not None:
+            closing.close()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_sessionfinish(session: pytest.Session) -> Generator[None, None, None]:
+    """A session that ended before its last test's teardown closes what is still open, even when
+    another plugin's hook fails; a failure to close is one line and a failed exit status."""
+    try:
+        return (yield)
+    finally:
+        closing = session.config.stash.get(_CLOSING, None)
+        if closing is not None:
+            try:
+                closing.close()
+            except Exception as exc:
+                reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+                line = f"fake_lucy: the session's fakes could not be closed: {type(exc).__name__}: {exc}"
+                if reporter is not None:
+                    reporter.write_line(line, red=True)
+                if session.exitstatus == pytest.ExitCode.OK:
+                    session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture(scope="session")

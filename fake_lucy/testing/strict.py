@@ -33,6 +33,7 @@ __all__ = ["dump_file_name", "format_findings"]
 
 _BASELINES = pytest.StashKey[list[tuple["Control", "Baseline"]]]()
 _DUMPED = pytest.StashKey[bool]()
+_NOTES = pytest.StashKey[list[str]]()  # what a teardown's dump could not write, for its report
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -202,19 +203,16 @@ def _restore_snapshot(item: pytest.Item, marker: pytest.Mark, controls: list[Con
         pytest.fail(f"lucy_snapshot: {path}: {refused}", pytrace=False)
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
-    """``--lucy-dump-on-failure``: a test that failed in its body or in its teardown (a fixture's
-    check after the test) gets one file per fake it used, written once. A failed set-up has none:
-    the test never ran."""
-    report = yield
+def _dump(item: pytest.Item) -> list[str]:
+    """``--lucy-dump-on-failure``: one file per fake the test used, written once per test; what
+    could not be written, one line each (a dump must never stop the run: the fake went with the
+    failure, the disk is full)."""
     directory = item.config.getoption("--lucy-dump-on-failure")
-    if directory is None or not report.failed or report.when not in ("call", "teardown"):
-        return report
-    if item.stash.get(_DUMPED, False):  # the body failed and was dumped: its teardown adds nothing
-        return report
+    if directory is None or item.stash.get(_DUMPED, False):
+        return []
     item.stash[_DUMPED] = True
     path = Path(directory)
+    notes: list[str] = []
     baselines: list[tuple[Control, Baseline]] = item.stash.get(_BASELINES, [])
     for number, (control, baseline) in enumerate(baselines, start=1):
         target = path / dump_file_name(item.nodeid, number)
@@ -223,7 +221,32 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             document = control.dump(item.nodeid, baseline)
             target.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         except Exception as exc:
-            # a dump that cannot be made (the fake went with the failure, the disk is full) must
-            # not stop the run: the report says so, and the run goes on
-            report.sections.append(("lucy dump", f"no dump written to {target}: {type(exc).__name__}: {exc}"))
+            notes.append(f"no dump written to {target}: {type(exc).__name__}: {exc}")
+    return notes
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, None, None]:
+    """A teardown that fails (a fixture's check after the test) is dumped here, while the session's
+    fakes are still open: the plugin closes them after the last test's teardown, around this."""
+    try:
+        return (yield)
+    except BaseException:
+        item.stash[_NOTES] = _dump(item)
+        raise
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+    """A test that failed in its body is dumped when its report is made; one that failed in its
+    teardown was dumped then (above). A failed set-up has none: the test never ran."""
+    report = yield
+    if report.when == "call" and report.failed:
+        notes = _dump(item)
+    elif report.when == "teardown":
+        notes = item.stash.get(_NOTES, [])
+    else:
+        notes = []
+    for note in notes:
+        report.sections.append(("lucy dump", note))
     return report

@@ -343,3 +343,59 @@ def test_the_tenant_names_the_job(fake_lucy_server):
     refused = pytester.runpytest("--lucy-url", live.base_url, "--lucy-tenant-label", "job 1234")
     assert refused.ret == pytest.ExitCode.USAGE_ERROR
     refused.stderr.fnmatch_lines(["*--lucy-tenant-label 'job 1234': 1 to 100 of the characters*"])
+
+
+def test_a_shared_tenant_that_cannot_be_deleted_at_the_end_fails_the_run_visibly(
+    pytester: pytest.Pytester, live: LiveServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The session's tenant is deleted in the last test's teardown: a failure there is that
+    teardown's error (and the run's failure), not a crash of pytest nor a silent pass."""
+    monkeypatch.setenv("FAKE_LUCY_ADMIN_TOKEN", live.admin_token)
+    pytester.makepyfile(
+        test_gone="""
+def test_deletes_its_own_tenant(fake_lucy_server):
+    fake_lucy_server.sync_admin.delete_tenant()
+"""
+    )
+    result = pytester.runpytest("--lucy-url", live.base_url)
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(["*SharedFakeError*401*"])
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+
+
+def test_an_interrupted_session_still_deletes_its_shared_tenant(
+    pytester: pytest.Pytester, live: LiveServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Even when the session stops before its last test's teardown and a user's own session
+    fixture fails in its teardown."""
+    monkeypatch.setenv("FAKE_LUCY_ADMIN_TOKEN", live.admin_token)
+    pytester.makeconftest(
+        """
+import pytest
+
+@pytest.fixture(scope="session", autouse=True)
+def broken_at_the_end():
+    yield
+    raise RuntimeError("a user's session fixture fails in its teardown")
+"""
+    )
+    pytester.makepyfile(
+        test_stop="""
+def test_stops_the_run(fake_lucy_server):
+    print("TENANT", fake_lucy_server.tenant)
+    raise KeyboardInterrupt
+
+def test_never_runs(fake_lucy_server):
+    pass
+"""
+    )
+    result = pytester.runpytest("-s", "--lucy-url", live.base_url)
+    # pytest itself reports the fixture that failed while the interrupted session finished
+    assert result.ret in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR)
+    result.stdout.fnmatch_lines(["*TENANT pytest-*"])
+    left = httpx.get(
+        live.base_url + "/_fake/tenants",
+        headers={"Authorization": f"Bearer {live.admin_token}"},
+        verify=shared_tls_context(),
+    ).json()["items"]
+    assert [item["tenant"] for item in left] == ["tenant_dev"]
