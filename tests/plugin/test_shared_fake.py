@@ -154,6 +154,8 @@ async def test_two_sessions_with_two_workers_each_share_one_fake_and_leave_the_d
                 assert suite.returncode == 0, output
                 assert "12 passed" in output, output
             assert await dev_tenant(admin) == before
+            # every session (each xdist worker) deleted its tenant at its end
+            assert [item["tenant"] for item in await admin.tenants()] == ["tenant_dev"]
             async with server.client() as dev:
                 assert len((await recall(dev, "tenants")).json()["memories"]) == 1
 
