@@ -148,6 +148,8 @@ def pytest_sessionfinish(session: pytest.Session) -> Generator[None, None, None]
         if closing is not None:
             try:
                 closing.close()
+            # any error: what closes is the user's choice of fakes (a served one, a shared tenant
+            # over the network, an in-process database), and none may end the session unreported
             except Exception as exc:
                 reporter = session.config.pluginmanager.get_plugin("terminalreporter")
                 line = f"fake_lucy: the session's fakes could not be closed: {type(exc).__name__}: {exc}"

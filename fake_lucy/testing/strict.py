@@ -220,7 +220,7 @@ def _dump(item: pytest.Item) -> list[str]:
             path.mkdir(parents=True, exist_ok=True)
             document = control.dump(item.nodeid, baseline)
             target.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-        except Exception as exc:
+        except Exception as exc:  # any error: a dump reports, it never stops the run
             notes.append(f"no dump written to {target}: {type(exc).__name__}: {exc}")
     return notes
 

@@ -90,11 +90,13 @@ async def test_a_lone_transaction_commits_at_once_and_waits_a_turn_only_when_oth
     database: Database, path: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     turns: list[float] = []
-    real_sleep = asyncio.sleep
 
     async def counting_sleep(delay: float) -> None:
+        """Records the delay asked for and yields one turn of the loop, as ``sleep(0)`` does."""
         turns.append(delay)
-        await real_sleep(delay)
+        turn = asyncio.get_running_loop().create_future()
+        asyncio.get_running_loop().call_soon(turn.set_result, None)
+        await turn
 
     monkeypatch.setattr(connection.asyncio, "sleep", counting_sleep)
     await insert(database, "alone")
