@@ -28,6 +28,7 @@ import httpx
 
 from fake_lucy.addresses import is_loopback, path_segment
 from fake_lucy.domain import findings
+from fake_lucy.domain.clock import parse_timestamp
 from fake_lucy.domain.defaults import DEFAULT_ADMIN_TOKEN
 from fake_lucy.files import write_atomically
 from fake_lucy.text import visible
@@ -579,15 +580,11 @@ def _chosen_tenants(api: _Api, args: argparse.Namespace) -> list[dict[str, Any]]
         items = [t for t in items if t["tenant"].startswith(args.prefix)]
     if args.older_than is not None:
         age = parse_duration(args.older_than)
-        now = _parse_time(api.call("GET", "/clock")["now"])
+        now_us = parse_timestamp(api.call("GET", "/clock")["now"])
         items = [
-            t for t in items if t["created_at"] and (now - _parse_time(t["created_at"])).total_seconds() > age
+            t for t in items if t["created_at"] and now_us - parse_timestamp(t["created_at"]) > age * 1e6
         ]
     return items
-
-
-def _parse_time(timestamp: str) -> datetime:
-    return datetime.strptime(timestamp, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
 
 
 def _prune(api: _Api, args: argparse.Namespace, out: TextIO) -> None:

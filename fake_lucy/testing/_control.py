@@ -18,6 +18,7 @@ from fake_lucy.domain.errors import DomainError
 from fake_lucy.domain.records import journal_dict
 from fake_lucy.runtime import FakeLucy
 from fake_lucy.store.queries import JournalFilter
+from fake_lucy.testing.admin import describe_problem
 from fake_lucy.testing.fakes import InProcessFake
 from fake_lucy.testing.tls import shared_tls_context
 
@@ -188,16 +189,16 @@ def _tenant_ids(document: Any) -> list[str]:
 
 
 def _problem(response: httpx.Response) -> str:
-    """``422 invalid_request: detail (pointer rule; …)``, or the status alone for another body."""
+    """The problem's one line (as ``AdminError`` words it), or the status alone for another body."""
     try:
         problem = response.json()
-        text = f"{response.status_code} {problem['code']}: {problem['detail']}"
-    except (ValueError, KeyError, TypeError):
+    except ValueError:
         return str(response.status_code)
-    errors = (problem.get("details") or {}).get("errors") or []
-    if errors:
-        text += " (" + "; ".join(f"{e.get('pointer') or '/'} {e.get('detail')}" for e in errors[:3]) + ")"
-    return text
+    return (
+        describe_problem(response.status_code, problem)
+        if isinstance(problem, dict)
+        else str(response.status_code)
+    )
 
 
 def for_fixture_value(value: Any) -> Control | None:

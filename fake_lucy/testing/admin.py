@@ -81,13 +81,14 @@ class AdminError(Exception):
     ``422 invalid_request: the request does not match the schema: /status must be one of: 429, …``."""
 
     def __init__(self, status: int, problem: dict[str, Any]) -> None:
-        super().__init__(_describe(status, problem))
+        super().__init__(describe_problem(status, problem))
         self.status = status
         self.problem = problem
         self.code = problem.get("code")
 
 
-def _describe(status: int, problem: dict[str, Any]) -> str:
+def describe_problem(status: int, problem: dict[str, Any]) -> str:
+    """One line: status, code, detail, and each of ``details.errors`` (or the other ``details``)."""
     text = f"{status} {problem.get('code')}: {problem.get('detail')}"
     details = problem.get("details")
     if not isinstance(details, dict) or not details:

@@ -89,14 +89,15 @@ def _permissions() -> tuple[str, ...]:
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.getgroup("fake_lucy").addoption(
+    group = parser.getgroup("fake_lucy")
+    group.addoption(
         "--lucy-url",
         default=None,
         metavar="URL",
         help="run fake_lucy_server against the shared fake-lucy serve at URL, each session (each"
         " xdist worker) in its own tenant; the server admin token comes from FAKE_LUCY_ADMIN_TOKEN",
     )
-    parser.getgroup("fake_lucy").addoption(
+    group.addoption(
         "--lucy-tenant-label",
         default=None,
         metavar="LABEL",
