@@ -56,10 +56,11 @@ class QueueView:
 def queue(
     conn: sqlite3.Connection, *, tenant: str | None, after: int = 0, limit: int = QUEUE_PAGE
 ) -> QueueView:
-    """Pending proposals oldest first, each replacement with the version it replaces."""
+    """Pending proposals oldest first, each replacement with the version it replaces (a memory of
+    the proposal's own tenant: a restored snapshot may name any id there)."""
     page = admin.proposals(conn, ProposalFilter("pending", tenant), after=after, limit=limit)
     wanted = [
-        (p.replaces_memory_id, p.replaces_version)
+        (p.tenant_id, p.replaces_memory_id, p.replaces_version)
         for p in page.items
         if p.replaces_memory_id is not None and p.replaces_version is not None
     ]
@@ -69,7 +70,7 @@ def queue(
             p,
             None
             if p.replaces_memory_id is None or p.replaces_version is None
-            else found.get((p.replaces_memory_id, p.replaces_version)),
+            else found.get((p.tenant_id, p.replaces_memory_id, p.replaces_version)),
         )
         for p in page.items
     ]

@@ -6,7 +6,7 @@ import hashlib
 import sqlite3
 from typing import Any
 
-from fake_lucy.domain import clock, server_state
+from fake_lucy.domain import clock, server_state, tenants
 from fake_lucy.domain.defaults import BUILTIN_TOKENS, DEFAULTS, DEV_TOKEN
 from fake_lucy.domain.epochs import bump_auth_epoch
 from fake_lucy.domain.errors import DomainError
@@ -141,8 +141,10 @@ def reset(conn: sqlite3.Connection, ids: IdFactory, seed: dict[str, Any]) -> Non
     re-read the schema).
     """
     keep = _seed_tenants(seed)
-    for tenant in queries.tenant_ids(conn):
+    before = tenants.incarnations(conn)
+    for tenant in before:
         clear_index(conn, tenant, drop=tenant not in keep)
     for table in _TABLES:
         conn.execute(f"DELETE FROM {table}")  # noqa: S608 - table names are constants
     apply_seed(conn, ids, seed)
+    tenants.retire_replaced(conn, before)

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from fake_lucy.domain import clock, events, server_state
+from fake_lucy.domain import tenants as tenancy
 from fake_lucy.domain.errors import invalid_field, invalid_request
 from fake_lucy.domain.lifecycle import clear_index, create_index, index_memory
 from fake_lucy.domain.principals import Scope, bump_auth_epoch
@@ -348,6 +349,7 @@ def restore_state(
     # ``created_at``, every other restored tenant is made now (by the server clock)
     created: dict[str, str | None] = {}
     places: dict[str, int] = {}
+    before: tenancy.Incarnations = {}  # a restore of the whole state: the tenants it replaces
     if tenant is not None:
         others = [i for i, item in enumerate(snapshot["tenants"]) if item["id"] != tenant]
         if others:
@@ -366,7 +368,8 @@ def restore_state(
         # The file keeps the seed it was made with (``fake-lucy serve`` checks it at start): a
         # restored state is the snapshot's, in a database that is still the seed's.
         seed_sha256 = applied_seed(conn)
-        for existing in store.tenant_ids(conn):
+        before = tenancy.incarnations(conn)
+        for existing in before:
             clear_index(conn, existing, drop=True)
         store.clear_all(conn)
         frozen_us, offset_us = _clock_columns(snapshot["clocks"]["server"], "/clocks/server")
@@ -402,6 +405,7 @@ def restore_state(
                     f"/tenants/{t}/credentials/{i}/token_sha256",
                     "is the hash of an admin token: a v1 credential's token is never an admin token",
                 )
+    tenancy.retire_replaced(conn, before)
     bump_auth_epoch(conn)
     server_state.bump_index_epoch(conn)
     # the state was replaced: a reset, to the snapshot's state (a live page reloads on it)

@@ -37,12 +37,15 @@ __all__ = [
     "SERVER",
     "AdminScope",
     "CreatedTenant",
+    "Incarnations",
     "admin_check",
     "authenticate_admin",
     "create",
     "date_the_undated",
     "delete",
+    "incarnations",
     "reset",
+    "retire_replaced",
     "still_valid",
 ]
 
@@ -189,6 +192,32 @@ def delete(conn: sqlite3.Connection, tenant: str, *, scope: AdminScope) -> None:
     lifecycle.clear_index(conn, tenant, drop=True)
     queries.purge_tenant(conn, tenant, keep=None)
     queries.delete_tenant_row(conn, tenant)
+    _retire(conn, tenant)
+    bump_auth_epoch(conn)
+
+
+def _retire(conn: sqlite3.Connection, tenant: str) -> None:
+    """This tenant (this id with this admin token) is gone: a tenant made later under its id sees
+    none of its events, and its admins' console sessions and login links end."""
     events.seal_tenant(conn, tenant)
     sessions.end_tenant(conn, tenant)
-    bump_auth_epoch(conn)
+
+
+Incarnations = dict[str, str | None]
+
+
+def incarnations(conn: sqlite3.Connection) -> Incarnations:
+    """Each tenant and its admin token's hash: what ``retire_replaced`` compares after a server
+    reset or a restore of the whole state."""
+    return queries.tenant_admin_hashes(conn)
+
+
+def retire_replaced(conn: sqlite3.Connection, before: Incarnations) -> None:
+    """After a change of the whole state (a server reset, a restore of every tenant): each tenant
+    of ``before`` that is gone, or is there again under another admin token, is retired as a
+    deletion retires it. Otherwise a console session or an open event stream of its admin, or a
+    ``Last-Event-ID`` resume, would reach the tenant made later under its id."""
+    after = queries.tenant_admin_hashes(conn)
+    for tenant, admin_hash in before.items():
+        if tenant not in after or after[tenant] != admin_hash:
+            _retire(conn, tenant)

@@ -3,7 +3,8 @@
 Every worker reads the one ``events`` table, so a stream shows the changes of all workers in
 commit order. A stream polls the table (``POLL_SECONDS``: an indexed read of the ids after the last
 one it sent); it sends a comment line when it has sent nothing for ``KEEPALIVE_SECONDS``, and ends
-when the server shuts down (the ``fake_lucy.shutdown`` extension) or ``still_allowed`` says no.
+when the server shuts down (the ``fake_lucy.shutdown`` extension) or ``still_allowed`` says no:
+before every send, and every ``ALLOWED_CHECK_SECONDS`` while idle.
 """
 
 from __future__ import annotations
@@ -92,6 +93,12 @@ class EventStream:
             self.fake.db.commit_group()  # a stream shows committed events only
             rows = events.after(self.fake.db.conn, after, tenant=tenant)
             if rows:
+                # Asked after the read: a tenant deleted (or its session ended) before the read
+                # ends the stream here, so it never sends an event of a tenant made later under
+                # the same id, whatever the time since the last look.
+                if still_allowed is not None and not still_allowed():
+                    return
+                checked = time.monotonic()
                 after = rows[-1].id
                 yield b"".join(event_frame(row) for row in rows)
                 sent = time.monotonic()

@@ -48,6 +48,7 @@ __all__ = [
     "restore_tenant_start",
     "set_tenant_admin",
     "tenant",
+    "tenant_admin_hashes",
     "tenant_by_admin_token",
     "tenant_ids",
     "tenant_policy",
@@ -321,6 +322,11 @@ def date_undated_tenants(conn: sqlite3.Connection, now: str) -> None:
 
 def tenant_ids(conn: sqlite3.Connection) -> list[str]:
     return [row[0] for row in conn.execute("SELECT id FROM tenants ORDER BY id")]
+
+
+def tenant_admin_hashes(conn: sqlite3.Connection) -> dict[str, str | None]:
+    """Every tenant's id and the sha256 of its admin token (None for a tenant without one)."""
+    return {row[0]: row[1] for row in conn.execute("SELECT id, admin_token_sha256 FROM tenants")}
 
 
 def tenant_by_admin_token(conn: sqlite3.Connection, token_sha256: str) -> str | None:

@@ -37,18 +37,18 @@ def pending_count(conn: sqlite3.Connection, *, tenant: str | None) -> int:
 
 
 def versions(
-    conn: sqlite3.Connection, wanted: Iterable[tuple[str, int]]
-) -> dict[tuple[str, int], MemoryRecord]:
-    """The named versions (memory id, version) that exist."""
-    found: dict[tuple[str, int], MemoryRecord] = {}
-    for memory_id, version in set(wanted):
+    conn: sqlite3.Connection, wanted: Iterable[tuple[str, str, int]]
+) -> dict[tuple[str, str, int], MemoryRecord]:
+    """The named versions (tenant, memory id, version) that exist: a memory of that tenant only."""
+    found: dict[tuple[str, str, int], MemoryRecord] = {}
+    for tenant, memory_id, version in set(wanted):
         row = conn.execute(
             f"SELECT {VERSION_COLUMNS} FROM memory_versions v JOIN memories m ON m.id = v.memory_id"  # noqa: S608 - constant column list
-            " WHERE v.memory_id = ? AND v.version = ?",
-            (memory_id, version),
+            " WHERE v.memory_id = ? AND v.version = ? AND m.tenant_id = ?",
+            (memory_id, version, tenant),
         ).fetchone()
         if row is not None:
-            found[(memory_id, version)] = MemoryRecord.from_row(row)
+            found[(tenant, memory_id, version)] = MemoryRecord.from_row(row)
     return found
 
 

@@ -362,3 +362,55 @@ async def test_a_tenant_admin_logs_in_and_sees_and_changes_only_its_tenant(
     assert (await admin.clock())["now"] == frozen  # the tenant's 3 days moved its clock alone
     await admin.delete_tenant("tenant-review")  # its session ends with it
     assert (await browser.get(CONSOLE + "/")).headers["location"] == CONSOLE + "/login"
+
+
+@pytest.mark.parametrize("change", ["server reset", "restore of the whole state"])
+async def test_a_tenant_admins_session_ends_with_its_tenant_when_the_whole_state_is_replaced(
+    fake: InProcessFake, browser: httpx.AsyncClient, admin: FakeAdmin, change: str
+) -> None:
+    """A server reset or a whole-state restore removes the tenants made since: their admins'
+    sessions end as a deletion ends them, so none reaches a tenant made again under the same id."""
+    before = await admin.call("GET", "/snapshot")  # the dev seed's state: no tenant-review
+    made = await admin.create_tenant("tenant-review")
+    assert (await log_in(browser, made["admin_token"])).status_code == 303
+    old_csrf = csrf_of((await browser.get(CONSOLE + "/")).text)
+    if change == "server reset":
+        await admin.reset()
+    else:
+        await admin.call("PUT", "/snapshot", before)
+    again = await admin.create_tenant("tenant-review")
+    async with fake.client(again["credential"]["token"]) as tenant_api:
+        theirs = (await propose(tenant_api, proposal_body("The new owner's plan."))).json()["proposal"]["id"]
+    page = await browser.get(CONSOLE + "/")
+    assert page.status_code == 303
+    assert page.headers["location"] == CONSOLE + "/login"
+    assert (await act(browser, f"/proposals/{theirs}/approve", old_csrf)).status_code in (303, 403)
+    assert (await admin.proposals(tenant="tenant-review"))["items"][0]["status"] == "pending"
+
+
+async def test_the_queue_shows_a_replaced_version_of_the_proposals_own_tenant_only(
+    fake: InProcessFake, browser: httpx.AsyncClient, admin: FakeAdmin, api: httpx.AsyncClient
+) -> None:
+    """A tenant's snapshot is its admin's to edit: a pending proposal can be made to replace any
+    memory id. The queue looks the replaced version up in the proposal's own tenant, so another
+    tenant's memory is "no longer stored", never shown."""
+    theirs = await propose(api, proposal_body("The dev tenant's private roadmap."))
+    memory = (await admin.approve(theirs.json()["proposal"]["id"]))["memory"]
+    made = await admin.create_tenant("tenant-review")
+    async with fake.client(made["credential"]["token"]) as tenant_api:
+        mine = (await propose(tenant_api, proposal_body("An innocent note."))).json()["proposal"]["id"]
+    async with fake.client(made["admin_token"]) as http:
+        own = FakeAdmin(http, tenant="tenant-review")
+        document = await own.call("GET", "/snapshot")
+        [proposal] = [p for t in document["tenants"] for p in t["proposals"] if p["id"] == mine]
+        proposal["replaces"] = {"memory_id": memory["id"], "version": memory["version"]}
+        await own.call("PUT", "/snapshot", document)
+    assert (await log_in(browser, made["admin_token"])).status_code == 303
+    queue = (await browser.get(CONSOLE + "/")).text
+    assert "private roadmap" not in queue
+    assert "The replaced version is no longer stored." in queue
+    assert "An innocent note." in queue
+    assert (await log_in(browser)).status_code == 303  # the server admin's queue: the same lookup
+    queue = (await browser.get(CONSOLE + "/")).text
+    assert "The replaced version is no longer stored." in queue
+    assert "private roadmap" not in queue

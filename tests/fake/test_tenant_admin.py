@@ -425,3 +425,52 @@ async def test_a_tenant_made_again_under_a_deleted_ones_id_reads_none_of_its_eve
     seen = json.dumps([event.data for event in stream.seen])
     for old in (a.pending, a.memory, a.deleted, a.credential_id):  # each named in the old events
         assert old not in seen
+
+
+@pytest.mark.parametrize("change", ["deletion", "server reset", "restore of the whole state"])
+async def test_a_tenant_admins_open_stream_never_sends_an_event_of_a_tenant_made_again_under_its_id(
+    fake, admin, tenants, change
+) -> None:
+    """The stream asks whether its token still acts for the tenant before each send (not only every
+    ``ALLOWED_CHECK_SECONDS``, left at its default here): it ends instead of sending the first event
+    of the tenant made again under the id."""
+    a, _ = tenants
+    before = await admin.call("GET", "/snapshot")
+    [kept] = [t for t in before["tenants"] if t["id"] == a.id]
+    before["tenants"].remove(kept)
+    async with a.admin.watch() as stream:
+        if change == "deletion":
+            await admin.delete_tenant(a.id)
+        elif change == "server reset":
+            await admin.reset()
+        else:
+            await admin.call("PUT", "/snapshot", before)
+        again = await admin.create_tenant(a.id)
+        async with fake.client(again["credential"]["token"]) as client:
+            assert (await propose(client, proposal_body("The new owner's note."))).status_code == 201
+        with anyio.fail_after(2), pytest.raises(EOFError):
+            await _read_to_the_end(stream)
+    seen = json.dumps([event.data for event in stream.seen])
+    assert again["credential"]["credential_id"] not in seen
+    assert again["credential"]["account"] not in seen
+
+
+@pytest.mark.parametrize("change", ["server reset", "restore of the whole state"])
+async def test_after_the_whole_state_is_replaced_a_tenant_made_again_under_an_old_id_reads_none_of_its_events(
+    fake, admin, tenants, change
+) -> None:
+    a, _ = tenants
+    before = await admin.call("GET", "/snapshot")
+    before["tenants"] = [t for t in before["tenants"] if t["id"] != a.id]
+    if change == "server reset":
+        await admin.reset()
+    else:
+        await admin.call("PUT", "/snapshot", before)
+    again = await admin.create_tenant(a.id)
+    async with tenant_admin(fake, again) as own, own.watch(after=0) as stream:  # all it may read
+        async with fake.client(again["credential"]["token"]) as client:
+            created = await propose(client, proposal_body("The new tenant's first note."))
+        await stream.wait_for("proposal.created", timeout=2, proposal_id=created.json()["proposal"]["id"])
+    seen = json.dumps([event.data for event in stream.seen])
+    for old in (a.pending, a.memory, a.deleted, a.credential_id, a.account):
+        assert old not in seen
