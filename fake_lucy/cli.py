@@ -18,7 +18,7 @@ __all__ = ["main"]
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = operator_cli.Parser(
         prog="fake-lucy",
         description="A fake of Lucy Agent Memory HTTP v1: run it (serve) and review and steer a running one.",
     )
@@ -35,6 +35,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--idempotency-ttl-seconds", type=int)
     serve.add_argument("--reset-on-start", action="store_true", default=None)
     serve.add_argument("--admin-token-file", type=Path, help="file holding the admin token")
+    operator_cli.refuse_admin_token(serve)
     serve.add_argument(
         "--import", dest="import_file", type=Path, metavar="FILE", help="load this snapshot at start"
     )

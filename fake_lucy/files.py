@@ -9,7 +9,7 @@ import os
 import tempfile
 from pathlib import Path
 
-__all__ = ["write_atomically"]
+__all__ = ["check_writable", "write_atomically"]
 
 
 def write_atomically(path: Path, data: bytes) -> None:
@@ -32,3 +32,20 @@ def write_atomically(path: Path, data: bytes) -> None:
         os.fsync(descriptor)  # the rename itself survives a crash
     finally:
         os.close(descriptor)
+
+
+def check_writable(path: Path) -> None:
+    """Whether ``write_atomically(path, …)`` could write there, checked without writing: ``path``
+    is not a folder, and its nearest existing ancestor is a folder this process may create files
+    in (the folders below it are made then). ``ValueError`` saying what is in the way."""
+    if path.is_dir():
+        raise ValueError(f"{path} is a folder, not a file")
+    ancestor = path.parent if str(path.parent) else Path()
+    while not ancestor.exists():
+        if ancestor.is_symlink():  # a link to nothing: mkdir would fail there
+            raise ValueError(f"{ancestor} is a broken link, so {path} cannot be written")
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise ValueError(f"{ancestor} is a file, so {path} cannot be written (it needs a folder there)")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise ValueError(f"{path} cannot be written: no permission to create files in {ancestor}")

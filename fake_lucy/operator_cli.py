@@ -21,7 +21,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 from urllib.parse import urlsplit
 
 import httpx
@@ -32,9 +32,15 @@ from fake_lucy.domain.clock import parse_timestamp
 from fake_lucy.domain.defaults import DEFAULT_ADMIN_TOKEN
 from fake_lucy.files import write_atomically
 from fake_lucy.text import visible
-from lucy_memory._contract import PROPOSAL_STATES, InvalidJSONError, parse_json_object
+from lucy_memory._contract import (
+    PROPOSAL_STATES,
+    TOKEN_RULE,
+    InvalidJSONError,
+    parse_json_object,
+    valid_token,
+)
 
-__all__ = ["COMMANDS", "add_commands", "parse_duration", "run"]
+__all__ = ["COMMANDS", "Parser", "add_commands", "parse_duration", "refuse_admin_token", "run"]
 
 DEFAULT_URL = "http://127.0.0.1:8787"
 COMMANDS = (
@@ -102,12 +108,65 @@ def _timestamp(text: str) -> str:
 # -- the command line ---------------------------------------------------------------------------
 
 
+class Parser(argparse.ArgumentParser):
+    """``fake-lucy``'s parsers: a usage error is one line (what is wrong, and where the help is)
+    and exit 2; an option is never guessed from a prefix of its name (``--admin-token X`` would
+    otherwise be read as ``--admin-token-file X``, and a wrong token file named in an error)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def parse_known_args(  # type: ignore[override]  # typeshed's overloads; the behaviour is argparse's
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        self._given = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
+
+    def error(self, message: str) -> NoReturn:
+        given = getattr(self, "_given", [])
+        if "duration" in message and any(_NEGATIVE.match(arg) for arg in given):
+            # argparse takes "-1h" for an option, then misses the duration
+            message = "a duration is never negative: the clock never moves backwards"
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+_NEGATIVE = re.compile(r"-\d")
+
+
+class _RefuseToken(argparse.Action):
+    """``--admin-token``: refused without repeating its value (a token on the command line shows
+    in the process list and in CI logs)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        parser.error(
+            "the admin token is never taken from the command line (it would show in the process"
+            " list and in logs): use --admin-token-file FILE or FAKE_LUCY_ADMIN_TOKEN"
+        )
+
+
+def refuse_admin_token(parser: argparse.ArgumentParser) -> None:
+    """Add ``--admin-token``, which refuses itself (see ``_RefuseToken``); hidden from the help."""
+    parser.add_argument("--admin-token", nargs="?", action=_RefuseToken, help=argparse.SUPPRESS)
+
+
+def _at_least_one(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
 def _common(default: Any = None) -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
+    common = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     common.add_argument(
         "--url", default=default, help=f"the fake's URL (FAKE_LUCY_URL, default {DEFAULT_URL})"
     )
     common.add_argument("--admin-token-file", type=Path, default=default, help="file holding the admin token")
+    refuse_admin_token(common)
     common.add_argument(
         "--json",
         action="store_true",
@@ -127,7 +186,7 @@ def add_commands(commands: Any) -> None:
     proposals = commands.add_parser("proposals", parents=[common], help="list proposals")
     proposals.add_argument("--status", choices=PROPOSAL_STATES)
     proposals.add_argument("--tenant")
-    proposals.add_argument("--limit", type=int, help="show at most this many")
+    proposals.add_argument("--limit", type=_at_least_one, help="show at most this many")
     for verb, text in (("approve", "approve"), ("reject", "reject"), ("expire", "expire")):
         decide = commands.add_parser(verb, parents=[common], help=f"{text} pending proposals")
         decide.add_argument("ids", nargs="+", metavar="ID")
@@ -136,9 +195,9 @@ def add_commands(commands: Any) -> None:
     memories = commands.add_parser("memories", parents=[common], help="list memories")
     memories.add_argument("--tenant")
     memories.add_argument("--history", action="store_true", help="every version, not only the current")
-    memories.add_argument("--limit", type=int, help="show at most this many")
+    memories.add_argument("--limit", type=_at_least_one, help="show at most this many")
     requests = commands.add_parser("requests", parents=[common], help="the request journal")
-    requests.add_argument("--limit", type=int, default=50, help="the newest N (default 50)")
+    requests.add_argument("--limit", type=_at_least_one, default=50, help="the newest N (default 50)")
     requests.add_argument("--follow", "-f", action="store_true", help="then print new requests as they come")
     findings_ = commands.add_parser("findings", parents=[common], help="what the fake noticed of the clients")
     findings_.add_argument("--credential", metavar="ID", help="only this credential's")
@@ -229,8 +288,13 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
 
 def _target(args: argparse.Namespace) -> tuple[str, str]:
     url = (args.url or os.environ.get("FAKE_LUCY_URL") or DEFAULT_URL).rstrip("/")
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname  # reading it checks a bracketed IPv6 address
+        httpx.URL(url)
+    except (ValueError, httpx.InvalidURL):
+        host = None
+    if host is None or parts.scheme not in ("http", "https"):
         raise UsageError(f"{url!r} is not an http(s) URL of a running fake")
     token_file = args.admin_token_file or os.environ.get("FAKE_LUCY_ADMIN_TOKEN_FILE")
     if token_file:
@@ -238,15 +302,23 @@ def _target(args: argparse.Namespace) -> tuple[str, str]:
             token = Path(token_file).read_text(encoding="utf-8").strip()
         except (OSError, UnicodeDecodeError) as exc:
             raise UsageError(f"cannot read the admin token file {token_file} ({exc})") from None
-        if not token:
-            raise UsageError("the admin token file is empty")
-        return url, token
+        return url, _checked_token(token, "the admin token file")
     token = os.environ.get("FAKE_LUCY_ADMIN_TOKEN", "").strip()
     if token:
-        return url, token
-    if is_loopback(parts.hostname):
+        return url, _checked_token(token, "FAKE_LUCY_ADMIN_TOKEN")
+    if is_loopback(host):
         return url, DEFAULT_ADMIN_TOKEN
     raise UsageError("no admin token: set FAKE_LUCY_ADMIN_TOKEN or --admin-token-file")
+
+
+def _checked_token(token: str, where: str) -> str:
+    """A token an Authorization header can carry (the rule ``fake-lucy serve`` applies to its own),
+    else a usage error that does not repeat it."""
+    if not token:
+        raise UsageError(f"{where} is empty")
+    if not valid_token(token):
+        raise UsageError(f"{where} must be {TOKEN_RULE}")
+    return token
 
 
 class _Api:
@@ -454,8 +526,6 @@ def _request_row(item: dict[str, Any]) -> dict[str, str]:
 
 
 def _requests(api: _Api, args: argparse.Namespace, out: TextIO) -> None:
-    if args.limit is not None and args.limit < 1:
-        raise UsageError("--limit must be at least 1")
     with contextlib.ExitStack() as stack:
         # --follow: the stream opens first, so no request falls between the listing and the stream
         stream = stack.enter_context(api.events()) if args.follow else None
@@ -467,7 +537,9 @@ def _print_requests(
 ) -> None:
     items = api.call("GET", "/requests", limit=args.limit)["items"]
     seen = {item["request_id"] for item in items}
-    if args.json:
+    if args.json and stream is None:  # a list, as every other --json
+        _json(out, items)
+    elif args.json:  # a stream has no end to close a list at: one object per line (JSON Lines)
         for item in items:
             print(json.dumps(item, ensure_ascii=False), file=out, flush=True)
     else:

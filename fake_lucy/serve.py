@@ -27,6 +27,7 @@ from fake_lucy import __version__
 from fake_lucy.app import create_app
 from fake_lucy.domain import sessions
 from fake_lucy.domain.defaults import DEFAULT_ADMIN_TOKEN, DEV_TOKEN
+from fake_lucy.files import check_writable
 from fake_lucy.http.console import PREFIX as CONSOLE
 from fake_lucy.runtime import FakeLucy, SeedMismatchError
 from fake_lucy.server_log import RequestLogger
@@ -265,6 +266,8 @@ def run(args: argparse.Namespace) -> int:
         settings = load_settings(**overrides)
         settings.resolved_admin_token()
         check_tls(settings)
+        if settings.export_on_exit is not None:  # found out now, not when the state is to be kept
+            check_writable(settings.export_on_exit)
     except ValidationError as exc:  # one line per setting, never pydantic's multi-line dump
         problems = "; ".join(_setting_problem(error["loc"], error["msg"]) for error in exc.errors())
         print(f"fake-lucy: invalid configuration: {problems}", file=sys.stderr)

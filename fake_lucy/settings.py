@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -70,5 +71,15 @@ def _checked_token(token: str, where: str, empty: str) -> str:
 
 
 def load_settings(**overrides: Any) -> FakeLucySettings:
-    """Settings from the environment, with explicit overrides (e.g. from the command line)."""
-    return FakeLucySettings(**{k: v for k, v in overrides.items() if v is not None})
+    """Settings from the environment, with explicit overrides (e.g. from the command line).
+
+    ``--import`` is ``FAKE_LUCY_IMPORT``, as every option is ``FAKE_LUCY_<NAME>``; its field is
+    ``import_file`` (``import`` is a keyword), so ``FAKE_LUCY_IMPORT_FILE`` is read too."""
+    given = {k: v for k, v in overrides.items() if v is not None}
+    by_name = os.environ.get("FAKE_LUCY_IMPORT")
+    if by_name and "import_file" not in given:
+        by_field = os.environ.get("FAKE_LUCY_IMPORT_FILE")
+        if by_field and by_field != by_name:
+            raise ValueError("FAKE_LUCY_IMPORT and FAKE_LUCY_IMPORT_FILE name two files: set one of them")
+        given["import_file"] = by_name
+    return FakeLucySettings(**given)

@@ -134,6 +134,66 @@ def test_a_usage_or_configuration_error_is_exit_2(
     assert code == 2
 
 
+def usage(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    """What a usage error prints (argparse exits 2 from inside the parser)."""
+    with pytest.raises(SystemExit) as stopped:
+        cli.main(list(argv))
+    assert stopped.value.code == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    return err
+
+
+@pytest.mark.parametrize("command", ["serve", "proposals", "tenants list"])
+def test_an_admin_token_on_the_command_line_is_refused_without_echoing_it(
+    capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    """``--admin-token`` is no prefix of ``--admin-token-file`` (options are never abbreviated), and
+    its value is never repeated: it would stand in CI logs."""
+    for given in (
+        ["--admin-token", "my-Secret-Admin-Token-123"],
+        ["--admin-token=my-Secret-Admin-Token-123"],
+    ):
+        err = usage(capsys, *command.split(), *given)
+        assert "my-Secret" not in err
+        assert "never taken from the command line" in err
+        assert "--admin-token-file FILE or FAKE_LUCY_ADMIN_TOKEN" in err
+        assert err.count("\n") == 1
+
+
+def test_every_usage_error_is_one_line_naming_the_help(capsys: pytest.CaptureFixture[str]) -> None:
+    cases = {
+        ("faults", "add", "propose", "200"): "fake-lucy faults add: argument status: invalid choice: 200",
+        ("findings", "--code", "bogus_code"): "fake-lucy findings: argument --code: invalid choice",
+        ("clock", "advance", "-1h"): "fake-lucy clock advance: a duration is never negative",
+        ("proposals", "--limit", "-3"): "fake-lucy proposals: argument --limit: must be at least 1",
+        ("memories", "--limit", "0"): "fake-lucy memories: argument --limit: must be at least 1",
+        ("requests", "--limit", "x"): "fake-lucy requests: argument --limit: 'x' is not a whole number",
+        ("proposals", "--stat", "pending"): "fake-lucy: unrecognized arguments: --stat pending",
+    }
+    for argv, start in cases.items():
+        err = usage(capsys, *argv)
+        assert err.startswith(start), err
+        assert err.count("\n") == 1, err
+        assert err.rstrip().endswith("--help)"), err
+
+
+def test_a_token_no_header_can_carry_or_a_broken_url_is_one_line_and_exit_2(
+    url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    two_lines = tmp_path / "token"
+    two_lines.write_text("Secret-Admin-Token-0123456789\n second-line\n")
+    code, _, err = fake_lucy(capsys, "proposals", "--admin-token-file", str(two_lines))
+    rule = "must be 1 to 4096 printable ASCII characters without spaces"
+    assert (code, err) == (2, f"fake-lucy: the admin token file {rule}\n")
+    monkeypatch.setenv("FAKE_LUCY_ADMIN_TOKEN", "p\u00e4ssword-secret-0123456789")
+    code, _, err = fake_lucy(capsys, "proposals")
+    assert (code, err) == (2, f"fake-lucy: FAKE_LUCY_ADMIN_TOKEN {rule}\n")
+    monkeypatch.delenv("FAKE_LUCY_ADMIN_TOKEN")
+    code, _, err = fake_lucy(capsys, "proposals", "--url", "http://[::1")
+    assert (code, err) == (2, "fake-lucy: 'http://[::1' is not an http(s) URL of a running fake\n")
+
+
 def test_clock_faults_and_reset_steer_the_running_fake(
     live: LiveServer, url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -245,6 +305,16 @@ class _Lines(io.StringIO):
     def wait_for(self, text: str, timeout: float = 5) -> bool:
         with self.changed:
             return self.changed.wait_for(lambda: text in self.getvalue(), timeout)
+
+
+def test_requests_json_is_a_list_as_every_other_json_listing(
+    live: LiveServer, url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    propose(live)
+    code, out, _ = fake_lucy(capsys, "requests", "--json")
+    assert code == 0
+    [row] = json.loads(out)
+    assert (row["operation"], row["status"]) == ("propose", 201)
 
 
 def test_requests_follow_prints_new_requests_as_they_arrive(
