@@ -62,16 +62,29 @@ class _AbortingApp:
 
 
 class _RememberingConnection(h11.Connection):
-    """An h11 connection that keeps the last parse error (uvicorn catches it and keeps only a string)."""
+    """An h11 connection that keeps the last parse error (uvicorn catches it and keeps only a string),
+    and that holds every request head to the size limit.
+
+    h11's limit is on what it buffers of an event not yet complete: a request line and headers that
+    arrive in one read are parsed whatever their size, and only a slow sender met the limit. So the
+    head of each request is measured as it is taken from the buffer (the bytes that went, up to and
+    including the blank line) and one over the limit is refused as h11 refuses it, with the 431 hint,
+    before the app sees the request."""
 
     parse_error: h11.RemoteProtocolError | None = None
 
     def next_event(self) -> Any:
+        buffered = len(self._receive_buffer)  # h11's own buffer: the only place the raw head is seen
         try:
-            return super().next_event()
+            event = super().next_event()
         except h11.RemoteProtocolError as error:
             self.parse_error = error
             raise
+        head_bytes = buffered - len(self._receive_buffer)
+        if type(event) is h11.Request and head_bytes > self._max_incomplete_event_size:
+            self.parse_error = h11.RemoteProtocolError("request head too large", error_status_hint=431)
+            raise self.parse_error
+        return event
 
 
 def parser_refusal(error: h11.RemoteProtocolError | None, max_header_bytes: int) -> tuple[int, bytes, bytes]:

@@ -8,6 +8,7 @@ import contextlib
 import json
 import socket
 import threading
+from pathlib import Path
 
 import h11
 import httpx
@@ -40,7 +41,20 @@ CASES = {
         b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * (200 * 1024) + b"\r\n\r\n",
         431,
     ),
+    # whole in one write: h11's own limit is only on what it buffers of a head not yet complete
+    "a 17 KiB header in one write": (
+        b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * (17 * 1024) + b"\r\n\r\n",
+        431,
+    ),
+    "a recall with 40 KiB of headers in one write": (
+        RECALL + b"Host: x\r\n" + AUTH + b"X-Big: " + b"a" * (40 * 1024) + b"\r\nContent-Length: 2\r\n\r\n{}",
+        431,
+    ),
 }
+HEAD_LIMIT = load_contract("agent-memory-api")["http_parser"]["max_header_bytes"]
+EXAMPLE_DETAILS = json.loads((Path(__file__).parents[2] / "contracts" / "openapi-examples.json").read_text())[
+    "agent-memory-api"
+]["problems"]
 
 
 def _exchange(port: int, request: bytes) -> tuple[h11.Response, bytes, bool]:
@@ -97,6 +111,7 @@ def test_a_request_the_parser_refuses_is_a_problem_and_the_connection_closes(
     code = "request_header_fields_too_large" if status == 431 else "malformed_request"
     assert (body["code"], body["status"], body["retryable"]) == (code, status, ERRORS[code]["retryable"])
     assert body["request_id"] == headers["lucy-request-id"]
+    assert body["detail"] == EXAMPLE_DETAILS[code]["detail"]  # what both OpenAPI documents show
     assert closed, "the server keeps the connection open"
     # the server goes on answering everyone else
     assert httpx.get(live.base_url + "/healthz").status_code == 200
@@ -118,3 +133,25 @@ def test_every_operation_of_both_openapi_documents_lists_the_parser_refusals() -
                 responses = operation["responses"]
                 assert "malformed_request" in responses["400"]["description"], (method, path)
                 assert responses["431"]["description"] == "Error: request_header_fields_too_large"
+
+
+def test_a_head_of_exactly_the_limit_is_served_and_one_byte_more_is_431(live: LiveServer) -> None:
+    def head_of(size: int) -> bytes:
+        start = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Pad: "
+        return start + b"a" * (size - len(start) - 4) + b"\r\n\r\n"
+
+    assert len(head_of(HEAD_LIMIT)) == HEAD_LIMIT
+    assert _exchange_one(live.port, head_of(HEAD_LIMIT)) == 200
+    assert _exchange_one(live.port, head_of(HEAD_LIMIT + 1)) == 431
+
+
+def _exchange_one(port: int, request: bytes) -> int:
+    """The status of the answer to ``request`` sent in one write, on a connection of its own."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(request)
+        client = h11.Connection(h11.CLIENT)
+        while True:
+            client.receive_data(sock.recv(65536))
+            event = client.next_event()
+            if isinstance(event, h11.Response):
+                return event.status_code
