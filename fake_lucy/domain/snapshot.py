@@ -31,11 +31,17 @@ from lucy_memory._contract import schema_validator
 __all__ = ["FORMAT", "VERSION", "export_state", "restore_state", "validate"]
 
 FORMAT = "fake-lucy-snapshot"
-VERSION = 1
+VERSION = 2
 SCHEMA = "snapshot.schema.json"
 
+
 # version n → a function that turns a version-n document into a version n+1 one.
-_MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+def _version_1_to_2(document: dict[str, Any]) -> dict[str, Any]:
+    """Version 2 added each tenant's optional ``created_at``: a version 1 document is one as it is."""
+    return {**document, "version": 2}
+
+
+_MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _version_1_to_2}
 
 
 def _scope(kind: str, scope_id: str) -> dict[str, str]:
@@ -95,6 +101,7 @@ def _export_tenant(conn: sqlite3.Connection, tenant: str, include_journal: bool)
     frozen = row["clock_frozen_us"]
     document: dict[str, Any] = {
         "id": tenant,
+        "created_at": row["created_at"],
         "policy": {
             "auto_approve": json.loads(row["auto_approve"]),
             "proposal_ttl_seconds": row["proposal_ttl_seconds"],
@@ -345,8 +352,8 @@ def restore_state(
     given) is refused: an admin token is never a v1 token (SPEC 3.6)."""
     snapshot = validate(document)
     admin_tokens: dict[str, str | None] = {}
-    # a snapshot does not carry when a tenant was made: a tenant restoring itself keeps its
-    # ``created_at``, every other restored tenant is made now (by the server clock)
+    # when each tenant was made: a tenant restoring itself keeps its own, a restore of the whole
+    # state takes the snapshot's (a version 1 snapshot has none: the tenant is made now)
     created: dict[str, str | None] = {}
     places: dict[str, int] = {}
     before: tenancy.Incarnations = {}  # a restore of the whole state: the tenants it replaces
@@ -394,7 +401,7 @@ def restore_state(
             base,
             clock_columns=clock_columns,
             admin_token_sha256=admin_token,
-            created_at=created.get(item["id"]) or now,
+            created_at=(created.get(item["id"]) if tenant is not None else item.get("created_at")) or now,
             place=places.get(item["id"]),
         )
     admin_hashes = store.admin_token_hashes(conn) | {server_admin_token_sha256} - {None}

@@ -54,7 +54,8 @@ _ALL_TABLES = STATE_TABLES
 
 
 def tenant_ids(conn: sqlite3.Connection) -> list[str]:
-    return [row[0] for row in conn.execute("SELECT id FROM tenants ORDER BY id")]
+    """In the order the tenants were made (a snapshot lists them so, and a restore makes them so)."""
+    return [row[0] for row in conn.execute("SELECT id FROM tenants ORDER BY rowid")]
 
 
 def admin_token_hashes(conn: sqlite3.Connection) -> set[str]:

@@ -75,7 +75,8 @@ _CURSORS = st.one_of(
     st.binary(max_size=64).map(_b64),  # base64 of arbitrary bytes (mostly not UTF-8, not JSON)
     _JSON.map(lambda value: _b64(json.dumps(value).encode("ascii"))),  # base64 of arbitrary JSON
     st.text(max_size=40),  # not base64 at all
-    st.integers(min_value=1, max_value=20_000).map(lambda depth: _b64(b"[" * depth + b"]" * depth)),
+    # nesting as deep as a request head holds (16 KiB: a longer one is 431 before any parsing)
+    st.integers(min_value=1, max_value=5_000).map(lambda depth: _b64(b"[" * depth + b"]" * depth)),
 )
 
 
@@ -97,7 +98,7 @@ def test_any_cursor_on_any_listing_is_200_or_422_and_the_connection_survives(
 NASTY = {
     "lone surrogate": _b64(json.dumps(["\ud800", 1]).encode("ascii")),
     "nested 5000 deep": _b64(b"[" * 5000 + b"]" * 5000),
-    "nested objects": _b64(b'{"a":' * 3000 + b"1" + b"}" * 3000),
+    "nested objects": _b64(b'{"a":' * 1500 + b"1" + b"}" * 1500),  # within the 16 KiB head
     "not UTF-8": _b64(b"\xff\xfe\x00\x01"),
     "UTF-16 JSON": _b64(json.dumps(5).encode("utf-16")),
     "junk between base64": "MT!!IzNA",

@@ -13,6 +13,7 @@ import anyio
 import httpx
 import pytest
 
+from fake_lucy.domain.snapshot import VERSION
 from fake_lucy.runtime import FakeLucy
 from fake_lucy.settings import FakeLucySettings
 from fake_lucy.snapshot_file import export_file, import_file
@@ -130,7 +131,8 @@ def test_import_of_a_snapshot_of_a_newer_version_is_one_line_and_a_non_zero_exit
     assert server.process.returncode == 1
     assert err.strip().splitlines() == [
         f"fake-lucy: the snapshot {newer} cannot be imported: the snapshot was written by a newer"
-        " fake-lucy: /version is a newer snapshot format than this fake reads (up to 1); upgrade fake-lucy"
+        f" fake-lucy: /version is a newer snapshot format than this fake reads (up to {VERSION});"
+        " upgrade fake-lucy"
     ]
     assert out == ""
 

@@ -119,7 +119,7 @@ async def test_a_snapshot_holds_every_state_and_no_token(fake) -> None:
 async def test_a_snapshot_of_a_newer_format_version_is_refused_and_changes_nothing(fake) -> None:
     await _lifecycle(fake)
     before = await _snapshot(fake)
-    newer = {**copy.deepcopy(before), "version": 2, "something_new": {}}
+    newer = {**copy.deepcopy(before), "version": snapshots.VERSION + 1, "something_new": {}}
     response = await _put(fake, newer)
     assert response.status_code == 422
     assert [e["pointer"] for e in response.json()["details"]["errors"]] == ["/version"]

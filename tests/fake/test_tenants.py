@@ -258,11 +258,22 @@ async def test_a_tenant_restoring_its_own_snapshot_keeps_when_it_was_made(fake, 
         await own.call("PUT", "/snapshot", json=await own.call("GET", "/snapshot"))
         assert [item["created_at"] for item in await own.tenants()] == ["2030-01-15T09:00:00.000000Z"]
     whole = await admin.call("GET", "/snapshot")
+    listed = await admin.tenants()
+    assert [item["tenant"] for item in listed] == ["tenant_dev", "restorer"]  # made in that order
     await admin.advance_clock(HOUR)
     await admin.call("PUT", "/snapshot", json=whole)
-    # a whole restore makes every tenant again: at the restored server clock's time
+    # a whole restore keeps when each tenant was made, and so their order (and what prune finds)
+    assert await admin.tenants() == listed
+    # a version 1 snapshot does not say: its tenants are made at the restore, in its order
+    older = {**whole, "version": 1, "tenants": [{**t, "created_at": None} for t in whole["tenants"]]}
+    for item in older["tenants"]:
+        del item["created_at"]
+    await admin.call("PUT", "/snapshot", json=older)
     restored_now = (await admin.clock())["now"]
-    assert {item["created_at"] for item in await admin.tenants()} == {restored_now}
+    assert [(item["tenant"], item["created_at"]) for item in await admin.tenants()] == [
+        ("tenant_dev", restored_now),
+        ("restorer", restored_now),
+    ]
 
 
 # -- clocks ------------------------------------------------------------------------------------
