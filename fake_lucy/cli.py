@@ -23,6 +23,7 @@ def _parser() -> argparse.ArgumentParser:
         description="A fake of Lucy Agent Memory HTTP v1: run it (serve) and review and steer a running one.",
     )
     parser.add_argument("--version", action="version", version=f"fake-lucy {__version__}")
+    operator_cli.refuse_admin_token(parser)  # before the command too
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="run the fake (every option also FAKE_LUCY_<NAME>)")
     serve.add_argument("--host")

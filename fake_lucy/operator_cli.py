@@ -124,10 +124,14 @@ class Parser(argparse.ArgumentParser):
         return super().parse_known_args(args, namespace)
 
     def error(self, message: str) -> NoReturn:
-        given = getattr(self, "_given", [])
-        if "duration" in message and any(_NEGATIVE.match(arg) for arg in given):
+        negative = [arg for arg in getattr(self, "_given", []) if _NEGATIVE.match(arg)]
+        if negative and "duration" in message:
             # argparse takes "-1h" for an option, then misses the duration
             message = "a duration is never negative: the clock never moves backwards"
+        elif negative and "expected one argument" in message:
+            message += (
+                f" ({negative[0]} reads as an option: durations, counts and balances are never negative)"
+            )
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
@@ -291,8 +295,11 @@ def _target(args: argparse.Namespace) -> tuple[str, str]:
     try:
         parts = urlsplit(url)
         host = parts.hostname  # reading it checks a bracketed IPv6 address
+        _ = parts.port  # and reading this, that the port is a number from 0 to 65535
         httpx.URL(url)
-    except (ValueError, httpx.InvalidURL):
+        if host is not None:
+            host.encode("idna")  # an empty or over-long label (http://a..b) fails only when sent
+    except (ValueError, httpx.InvalidURL):  # UnicodeError (idna) is a ValueError
         host = None
     if host is None or parts.scheme not in ("http", "https"):
         raise UsageError(f"{url!r} is not an http(s) URL of a running fake")

@@ -230,7 +230,14 @@ def _run(settings: FakeLucySettings, fake: FakeLucy) -> None:
     for name, value in settings.model_dump(exclude=parent_only).items():
         if value is not None:
             os.environ[f"FAKE_LUCY_{name.upper()}"] = str(value)
-    os.environ.pop("FAKE_LUCY_RESET_ON_START", None)
+    # what only this process does (it reset, imported, and will export): never the workers' business
+    for name in (
+        "FAKE_LUCY_RESET_ON_START",
+        "FAKE_LUCY_IMPORT",
+        "FAKE_LUCY_IMPORT_FILE",
+        "FAKE_LUCY_EXPORT_ON_EXIT",
+    ):
+        os.environ.pop(name, None)
     admin = settings.resolved_admin_token()
     if admin is not None:
         os.environ["FAKE_LUCY_ADMIN_TOKEN"] = admin

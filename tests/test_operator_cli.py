@@ -144,17 +144,16 @@ def usage(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
     return err
 
 
-@pytest.mark.parametrize("command", ["serve", "proposals", "tenants list"])
+@pytest.mark.parametrize("command", ["serve", "proposals", "tenants list", "before proposals"])
 def test_an_admin_token_on_the_command_line_is_refused_without_echoing_it(
     capsys: pytest.CaptureFixture[str], command: str
 ) -> None:
     """``--admin-token`` is no prefix of ``--admin-token-file`` (options are never abbreviated), and
-    its value is never repeated: it would stand in CI logs."""
-    for given in (
-        ["--admin-token", "my-Secret-Admin-Token-123"],
-        ["--admin-token=my-Secret-Admin-Token-123"],
-    ):
-        err = usage(capsys, *command.split(), *given)
+    its value is never repeated, before the command or after it: it would stand in CI logs."""
+    secret = "my-Secret-Admin-Token-123"
+    for given in (["--admin-token", secret], [f"--admin-token={secret}"]):
+        argv = [*given, "proposals"] if command.startswith("before") else [*command.split(), *given]
+        err = usage(capsys, *argv)
         assert "my-Secret" not in err
         assert "never taken from the command line" in err
         assert "--admin-token-file FILE or FAKE_LUCY_ADMIN_TOKEN" in err
@@ -170,6 +169,8 @@ def test_every_usage_error_is_one_line_naming_the_help(capsys: pytest.CaptureFix
         ("memories", "--limit", "0"): "fake-lucy memories: argument --limit: must be at least 1",
         ("requests", "--limit", "x"): "fake-lucy requests: argument --limit: 'x' is not a whole number",
         ("proposals", "--stat", "pending"): "fake-lucy: unrecognized arguments: --stat pending",
+        ("tenants", "prune", "--older-than", "-1h"): "fake-lucy tenants prune: argument --older-than:"
+        " expected one argument (-1h reads as an option: durations, counts and balances are never negative)",
     }
     for argv, start in cases.items():
         err = usage(capsys, *argv)
@@ -190,8 +191,9 @@ def test_a_token_no_header_can_carry_or_a_broken_url_is_one_line_and_exit_2(
     code, _, err = fake_lucy(capsys, "proposals")
     assert (code, err) == (2, f"fake-lucy: FAKE_LUCY_ADMIN_TOKEN {rule}\n")
     monkeypatch.delenv("FAKE_LUCY_ADMIN_TOKEN")
-    code, _, err = fake_lucy(capsys, "proposals", "--url", "http://[::1")
-    assert (code, err) == (2, "fake-lucy: 'http://[::1' is not an http(s) URL of a running fake\n")
+    for broken in ("http://[::1", "http://a..b", "http://127.0.0.1:99999"):
+        code, _, err = fake_lucy(capsys, "proposals", "--url", broken)
+        assert (code, err) == (2, f"fake-lucy: {broken!r} is not an http(s) URL of a running fake\n")
 
 
 def test_clock_faults_and_reset_steer_the_running_fake(

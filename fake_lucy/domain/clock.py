@@ -179,12 +179,17 @@ def advance(conn: sqlite3.Connection, seconds: float, tenant: str | None = None)
     if tenant is None:
         # Every tenant's clock moves with the server's; one that its admin put near the end of the
         # range stops there, so that no tenant's clock can refuse the server admin's advance (nor
-        # tell it that some tenant is there). min() of NULL is NULL: a running clock stays running.
+        # tell it that some tenant is there), and none moves backwards: a running clock already at
+        # or past the end (it runs on from where its admin set it) keeps its offset. A frozen
+        # clock's offset is not read until it runs again: it moves by the step as before. max() and
+        # min() of NULL are NULL: a running clock stays running.
         latest = parse_timestamp(LATEST)
         conn.execute(
-            "UPDATE tenants SET clock_offset_us = min(clock_offset_us + ?, ? - ?),"
-            " clock_frozen_us = min(clock_frozen_us + ?, ?)",
-            (step, latest, real, step, latest),
+            "UPDATE tenants SET clock_offset_us = CASE WHEN clock_frozen_us IS NULL"
+            " THEN max(clock_offset_us, min(clock_offset_us + :step, :latest - :real))"
+            " ELSE clock_offset_us + :step END,"
+            " clock_frozen_us = max(clock_frozen_us, min(clock_frozen_us + :step, :latest))",
+            {"step": step, "latest": latest, "real": real},
         )
     _store(conn, tenant, current + step, frozen is not None, real)
     bump_auth_epoch(conn)

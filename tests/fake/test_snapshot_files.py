@@ -114,8 +114,11 @@ async def test_export_on_exit_under_load_is_never_partial_and_import_restores_it
     assert len(ids) <= len(proposed) + CONCURRENCY
     assert len([entry for entry in tenant["ledger"] if entry["operation"] == "propose"]) == len(ids)
 
+    # two workers, whose environment still names the file as the user set it, twice over: only the
+    # serving process imports, so neither worker reads those names (they used to refuse the pair)
+    naming = {"FAKE_LUCY_IMPORT": str(export), "FAKE_LUCY_IMPORT_FILE": str(tmp_path / "other.json")}
     with ServeProcess.start(
-        ["--database", str(tmp_path / "fresh.sqlite3"), "--import", str(export)]
+        ["--database", str(tmp_path / "fresh.sqlite3"), "--workers", "2", "--import", str(export)], naming
     ) as fresh:
         async with fresh.admin_client() as http:
             restored = (await http.get("/_fake/snapshot")).json()

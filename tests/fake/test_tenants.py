@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from fake_lucy.domain import clock as clock_module
 from fake_lucy.domain.clock import format_us, parse_timestamp
 from fake_lucy.store.schema import fts_table
 from fake_lucy.testing import AdminError, FakeAdmin, InProcessFake
@@ -274,6 +275,26 @@ async def test_a_tenant_restoring_its_own_snapshot_keeps_when_it_was_made(fake, 
         ("tenant_dev", restored_now),
         ("restorer", restored_now),
     ]
+
+
+async def test_a_running_tenant_clock_past_the_end_of_the_range_never_moves_back_on_a_server_advance(
+    fake, admin, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A running clock that its admin set to the end of the range runs on past it; a server advance
+    then keeps its offset (it used to pull it back to the end of the range). Its snapshot, with an
+    offset of ~7,000 years, restores."""
+    real = [clock_module.real_us()]
+    monkeypatch.setattr(clock_module, "real_us", lambda: real[0])
+    created = await admin.create_tenant()
+    async with as_tenant_admin(fake, created) as own:
+        await own.set_clock(now="9000-01-01T00:00:00.000000Z")
+        real[0] += 2 * 10**6  # two seconds later: its clock has run past the end
+        assert (await own.clock())["now"] == "9000-01-01T00:00:02.000000Z"
+        await admin.advance_clock(1)
+        assert (await own.clock())["now"] == "9000-01-01T00:00:02.000000Z"
+        document = await own.call("GET", "/snapshot")
+        await own.call("PUT", "/snapshot", json=document)
+        assert (await own.clock())["now"] == "9000-01-01T00:00:02.000000Z"
 
 
 # -- clocks ------------------------------------------------------------------------------------
