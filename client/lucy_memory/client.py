@@ -204,7 +204,7 @@ class AgentMemoryClient(AsyncClosing):
     async def recall(self, request_json: str) -> RecallResult:
         """Recall approved, active memories. Charged one credit; never retried automatically."""
         _, body = self._prepare(_RECALL, request_json, idempotency_key=None)
-        response, _ = await self._exchange(_RECALL, "/recall", body, idempotency_key=None)
+        response, _, _ = await self._exchange(_RECALL, "/recall", body, idempotency_key=None)
         data = self._parse_success(_RECALL, response, idempotency_key=None, attempts=1)
         with self._building(_RECALL, response, idempotency_key=None, attempts=1):
             return RecallResult(
@@ -220,7 +220,7 @@ class AgentMemoryClient(AsyncClosing):
         if idempotency_key is None:
             idempotency_key = f"lm-{uuid.uuid4().hex}"
         _, body = self._prepare(_PROPOSE, request_json, idempotency_key=idempotency_key)
-        response, attempts = await self._exchange(
+        response, attempts, earlier = await self._exchange(
             _PROPOSE, "/proposals", body, idempotency_key=idempotency_key
         )
         data = self._parse_success(_PROPOSE, response, idempotency_key=idempotency_key, attempts=attempts)
@@ -235,6 +235,9 @@ class AgentMemoryClient(AsyncClosing):
                 original_request_id = response.header("Lucy-Original-Request-Id") or request_id
                 request_id = response.header("Lucy-Request-Id") or request_id
             return ProposeResult(
+                # the replayed proposal was made by an earlier attempt of this very call, whose
+                # answer was an error after the commit (that attempt was charged)
+                recovered=replayed and original_request_id in earlier,
                 proposal=Proposal.from_json(data["proposal"]),
                 request_id=request_id,
                 credits=credits,
@@ -250,7 +253,7 @@ class AgentMemoryClient(AsyncClosing):
         retried automatically."""
         request, _ = self._prepare(_STATUS, request_json, idempotency_key=None)
         path = "/proposals/" + request["proposal_id"]
-        response, _ = await self._exchange(_STATUS, path, None, idempotency_key=None)
+        response, _, _ = await self._exchange(_STATUS, path, None, idempotency_key=None)
         data = self._parse_success(_STATUS, response, idempotency_key=None, attempts=1)
         with self._building(_STATUS, response, idempotency_key=None, attempts=1):
             return ProposalStatusResult(
@@ -368,9 +371,11 @@ class AgentMemoryClient(AsyncClosing):
 
     async def _exchange(
         self, operation: _Operation, path: str, body: bytes | None, *, idempotency_key: str | None
-    ) -> tuple[TransportResponse, int]:
-        """Send, and repeat only as ``decide_retry`` allows. Returns the 2xx response and the attempts."""
+    ) -> tuple[TransportResponse, int, tuple[str, ...]]:
+        """Send, and repeat only as ``decide_retry`` allows. Returns the 2xx response, the attempts,
+        and the request ids the earlier (retried) attempts' answers named."""
         attempt = 0
+        earlier: list[str] = []
         while True:
             request = TransportRequest(
                 method=operation.method,
@@ -391,7 +396,7 @@ class AgentMemoryClient(AsyncClosing):
                 response.header("Lucy-Request-Id"),
             )
             if 200 <= response.status < 300:
-                return response, attempt + 1
+                return response, attempt + 1, tuple(earlier)
             decision = decide_retry(
                 operation=operation.name,
                 status=response.status,
@@ -417,6 +422,9 @@ class AgentMemoryClient(AsyncClosing):
                 self.max_retries,
                 decision.delay,
             )
+            answered_by = response.header("Lucy-Request-Id")
+            if answered_by:
+                earlier.append(answered_by)
             await self._sleep(decision.delay)
             attempt += 1
 

@@ -142,6 +142,9 @@ class LucyMemoryError(Exception):
             return "Nothing was sent and nothing was charged."
         subject = _CHARGING_WITHOUT_IDEMPOTENCY.get(self.operation or "")
         if subject is not None:
+            if self.status is not None and self.status < 500:  # refused before it executed
+                return f"Nothing was executed or charged. {subject} is never retried automatically."
+            # a 5xx or no answer: it may have executed (and been charged) before the failure
             return f"{subject} is never retried automatically; repeating it may charge again."
         if self.operation == "propose" and self.idempotency_key is not None:
             tries = "attempt" if self.attempts == 1 else "attempts"

@@ -196,7 +196,11 @@ class ProposeResult:
     its status at creation time (poll ``proposal_status`` for the current one), ``request_id`` is this
     request's (``Lucy-Request-Id``), ``original_request_id`` the one that created it, and ``credits``
     describe this request (charged 0, the current balance).
-    ``attempts`` counts the HTTP requests this call sent (retries included)."""
+    ``attempts`` counts the HTTP requests this call sent (retries included).
+    ``recovered`` is True for a replay of what an earlier attempt of this call made: that attempt
+    was executed and charged one credit, and its answer was an error (a 5xx after the commit), so
+    the retry with the same key returned the proposal. The call then made one proposal and cost one
+    credit, although ``credits`` (this request's) says 0."""
 
     proposal: Proposal
     request_id: str
@@ -206,6 +210,7 @@ class ProposeResult:
     original_request_id: str | None
     attempts: int
     body: str = field(repr=False)
+    recovered: bool = False
 
 
 @dataclass(frozen=True, slots=True)

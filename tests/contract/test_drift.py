@@ -92,7 +92,7 @@ RESULTS: list[tuple[type, str, set[str]]] = [
     (
         models.ProposeResult,
         "propose-response.schema.json",
-        {"body", "replayed", "original_request_id", "attempts"},
+        {"body", "replayed", "original_request_id", "attempts", "recovered"},
     ),
     (models.ProposalStatusResult, "proposal-status-response.schema.json", {"body"}),
 ]

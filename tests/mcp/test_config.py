@@ -67,6 +67,15 @@ def test_the_token_is_required(configure) -> None:
     assert "printable ASCII" in refused(configure, TOKEN="two words")
 
 
+@pytest.mark.parametrize(
+    "placeholder", ["${LUCY_MEMORY_TOKEN}", "${env:LUCY_MEMORY_TOKEN}", "${input:lucy-token}", "<your-token>"]
+)
+def test_a_placeholder_the_host_did_not_fill_in_is_refused(configure, placeholder: str) -> None:
+    """A host that does not know a placeholder syntax passes it on as it is: every call would be 401."""
+    message = refused(configure, TOKEN=placeholder, BASE_URL="https://lucy.example")
+    assert "LUCY_MEMORY_TOKEN is a placeholder the host did not fill in" in message
+
+
 def test_exactly_one_of_base_url_and_transport_module(configure, tmp_path) -> None:
     module = write_transport_module(tmp_path, "http://127.0.0.1:1")
     assert "(neither is set)" in refused(configure, TOKEN=TOKEN)
@@ -200,6 +209,10 @@ def test_a_module_without_a_working_create_transport_is_refused_by_type_only(con
     assert "not a Transport" in refused(configure)
     module.write_text("raise ImportError('nope')\n")
     assert "failed to load (ImportError)" in refused(configure)
+    module.write_text("import sys\nsys.exit(5)\n")  # a configuration error too, not a silent exit 5
+    assert "failed to load (SystemExit)" in refused(configure)
+    module.write_text("import sys\ndef create_transport(*, token):\n    sys.exit(token)\n")
+    assert "failed (SystemExit)" in refused(configure)
 
 
 def test_the_settings_class_reads_only_the_lucy_memory_prefix(configure, monkeypatch) -> None:

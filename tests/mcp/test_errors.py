@@ -291,3 +291,32 @@ async def test_a_refused_connection_says_nothing_was_sent_or_charged(fake, opera
     assert len(transport.sent) == 1
     if operation == "propose":
         assert "same arguments and idempotency_key key-under-test" in text
+
+
+@pytest.mark.parametrize("operation", ["recall", "propose"])
+async def test_a_404_on_recall_or_propose_points_at_the_base_url_not_at_an_argument(fake, operation) -> None:
+    """Neither call names an object: a 404 means the server at the base URL has no such path."""
+    tool, arguments = CALLS[operation]
+    async with connect(fake, transport=CannedProblem("not_found"), sleep=RecordingSleep()) as client:
+        text = _error_text(await client.call_tool(tool, arguments))
+    next_step = text.split(" Next: ", 1)[1]
+    assert "LUCY_MEMORY_BASE_URL must point at the Agent Memory API" in next_step
+    assert "proposal_id" not in next_step
+
+
+async def test_an_unexpected_failure_is_logged_without_the_token(
+    fake, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A custom transport's exception may quote the request's headers; the log blanks the token."""
+
+    class Leaky:
+        async def send(self, request: TransportRequest) -> TransportResponse:
+            raise RuntimeError(f"proxy refused request with headers {request.headers!r}")
+
+    async with connect(fake, transport=Leaky()) as client:
+        text = _error_text(await client.call_tool(*CALLS["recall"]))
+    assert "internal_error" in text
+    logged = "\n".join(record.getMessage() for record in caplog.records)
+    assert "proxy refused request" in logged
+    assert "[token]" in logged
+    assert DEV_TOKEN not in logged

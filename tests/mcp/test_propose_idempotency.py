@@ -65,3 +65,25 @@ async def test_a_given_key_is_used_as_given_and_returned(fake, admin) -> None:
     assert result.structured_content["idempotency_key"] == "host-key-1"
     assert "idempotency_key: host-key-1 (as given)" in one_line(text_of(result))
     assert [row["idempotency_key"] for row in await admin.requests(operation="propose")] == ["host-key-1"]
+
+
+async def test_a_retry_that_finds_what_its_first_attempt_saved_says_one_proposal_one_credit(
+    fake, admin
+) -> None:
+    """The first answer is a 503 after Lucy saved (and charged) the proposal; the retry with the same
+    key gets the replay. That call made the proposal and cost one credit: the text must not call it
+    an earlier proposal that cost nothing."""
+    await admin.add_fault("propose", 503, phase="after_commit")
+    async with connect(fake) as client:
+        result = await client.call_tool("memory_propose", proposal_args(topic="main-database"))
+    text = one_line(text_of(result))
+    assert "one proposal was created and one credit was charged, by that first attempt" in text
+    assert "Credits: 1 credit charged (by the first attempt), 999 remaining" in text
+    assert "nothing was charged" not in text
+    assert "This is a replay of an earlier identical proposal" not in text
+    assert [row["operation"] for row in await admin.ledger(account="acct_dev")] == ["propose"]
+    journal = await admin.requests(operation="propose")
+    assert [(row["status"], row["charged"], row["replayed"]) for row in journal] == [
+        (503, True, False),
+        (201, False, True),
+    ]

@@ -148,3 +148,19 @@ async def test_a_deeply_nested_request_is_an_invalid_request_not_a_recursion_err
     client = new_client(fake)
     with pytest.raises(InvalidRequestError):
         await client.recall('{"query": "x", "extra": ' + "[" * 450 + "]" * 450 + "}")
+
+
+async def test_a_replay_of_what_an_earlier_attempt_of_the_call_saved_is_recovered(
+    fake, admin, new_client
+) -> None:
+    """``recovered``: the retry's replay names the request of this call's first attempt (answered 503
+    after the commit), so this call made the proposal and was charged for it once. A replay of an
+    earlier call's proposal (the same key used again) is not."""
+    await admin.add_fault("propose", 503, phase="after_commit")
+    client = new_client(fake)
+    first = await client.propose(proposal_json(), idempotency_key="k-recovered")
+    assert (first.replayed, first.recovered, first.attempts) == (True, True, 2)
+    assert first.credits.charged == 0  # this request's, as documented
+    again = await client.propose(proposal_json(), idempotency_key="k-recovered")
+    assert (again.replayed, again.recovered, again.attempts) == (True, False, 1)
+    assert [row["operation"] for row in await admin.ledger()] == ["propose"]

@@ -40,7 +40,7 @@ async def test_a_server_detail_without_a_full_stop_is_ended_before_the_retry_sen
         await client.recall('{"query": "database"}')
     assert str(caught.value) == (
         "unauthenticated: the bearer token is unknown or revoked. "
-        "A recall is never retried automatically; repeating it may charge again."
+        "Nothing was executed or charged. A recall is never retried automatically."
     )
     assert_whole_sentences(caught.value)
 
@@ -50,7 +50,7 @@ async def test_a_proposal_status_error_names_the_call_in_a_sentence_of_its_own(f
     with pytest.raises(NotFoundError) as caught:
         await client.proposal_status('{"proposal_id": "prop_' + "q" * 22 + '"}')
     assert str(caught.value).endswith(
-        ". A proposal status request is never retried automatically; repeating it may charge again."
+        ". Nothing was executed or charged. A proposal status request is never retried automatically."
     )
     assert_whole_sentences(caught.value)
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
+import re
 import stat
 import sys
 from dataclasses import dataclass
@@ -155,11 +156,17 @@ def _load_module(path: Path) -> ModuleType:
         # stdout is the protocol: anything the module prints while loading goes to stderr instead.
         with contextlib.redirect_stdout(sys.stderr):
             spec.loader.exec_module(module)
-    except Exception as exc:  # any failure of foreign code is a configuration error, reported by type only
+    # any failure of foreign code, a sys.exit() in it too, is a configuration error, reported by type only
+    except (Exception, SystemExit) as exc:
         raise McpConfigError(
             f"{ENV_PREFIX}TRANSPORT_MODULE failed to load ({type(exc).__name__}): {path}"
         ) from None
     return module
+
+
+# ``${LUCY_MEMORY_TOKEN}``, ``${env:LUCY_MEMORY_TOKEN}``, ``${input:lucy-token}``, ``<token>``: what
+# the README's host configurations and their like write where the host puts the token.
+_PLACEHOLDER = re.compile(r"\$\{[^}]*\}|<[^<>]*>")
 
 
 def _module_transport(raw: str, token: SecretStr) -> tuple[Transport, str]:
@@ -173,7 +180,8 @@ def _module_transport(raw: str, token: SecretStr) -> tuple[Transport, str]:
     try:
         with contextlib.redirect_stdout(sys.stderr):
             transport = factory(token=token.get_secret_value())
-    except Exception as exc:  # foreign code again: report the type, never a message that may hold the token
+    # foreign code again (a sys.exit() in it too): report the type, never a message that may hold the token
+    except (Exception, SystemExit) as exc:
         raise McpConfigError(
             f"{ENV_PREFIX}TRANSPORT_MODULE create_transport(token=…) failed ({type(exc).__name__}): {path}"
         ) from None
@@ -212,6 +220,12 @@ def resolve_config(settings: McpSettings) -> ServerConfig:
         raise McpConfigError(f"{ENV_PREFIX}TOKEN is required (inject it from the host's secret store)")
     if not valid_token(token.get_secret_value()):
         raise McpConfigError(f"{ENV_PREFIX}TOKEN must be {TOKEN_RULE}")
+    if _PLACEHOLDER.fullmatch(token.get_secret_value()):
+        # a host that does not expand this syntax passes it on as it is: every call would be a 401
+        raise McpConfigError(
+            f"{ENV_PREFIX}TOKEN is a placeholder the host did not fill in (like ${{env:...}} or <token>):"
+            " use the syntax of your host (see the README) or inject the token from its secret store"
+        )
     permissions = _permissions(settings.permissions)
     insecure = _insecure_loopback(settings.allow_insecure_loopback)
     if (settings.base_url is None) == (settings.transport_module is None):

@@ -117,7 +117,14 @@ def render_propose(result: ProposeResult, *, key_derived: bool) -> str:
         lines.append(
             "Lucy found secret-looking text and stored the proposal redacted; never propose credentials."
         )
-    if result.replayed:
+    if result.recovered:
+        lines.append(
+            f"The first answer was an error although Lucy had saved the proposal (request"
+            f" {result.original_request_id}); the automatic retry with the same idempotency_key"
+            " returned it: one proposal was created and one credit was charged, by that first attempt"
+            " (the retry itself cost nothing)."
+        )
+    elif result.replayed:
         original = result.original_request_id or result.request_id
         lines.append(
             f"This is a replay of an earlier identical proposal (original request {original}): no new "
@@ -125,7 +132,13 @@ def render_propose(result: ProposeResult, *, key_derived: bool) -> str:
             "memory_proposal_status gives the current one."
         )
     lines.append(f"idempotency_key: {result.idempotency_key} ({origin}). {_REPLAY_RULE}")
-    lines.append(f"Credits: {_credits(result.credits, result.request_id)}.")
+    if result.recovered:  # this call's cost is the first attempt's credit, not the replay's 0
+        remaining, request = result.credits.remaining, result.request_id
+        lines.append(
+            f"Credits: 1 credit charged (by the first attempt), {remaining} remaining; request {request}."
+        )
+    else:
+        lines.append(f"Credits: {_credits(result.credits, result.request_id)}.")
     return "\n".join(lines)
 
 
@@ -207,6 +220,13 @@ def _next_step(error: LucyMemoryError, operation: str) -> str:
         return (
             "Nothing was sent or charged: this MCP server is configured without that permission "
             "(LUCY_MEMORY_PERMISSIONS); retrying will not help. Ask the user to grant it."
+        )
+    if error.code == "not_found" and operation != "proposal_status":
+        # recall and propose name no object: a 404 means the server has no such path (a wrong base URL)
+        return (
+            "Nothing was executed or charged. The server has no such API path: LUCY_MEMORY_BASE_URL must"
+            " point at the Agent Memory API (ask the user to check the host configuration); retrying will"
+            " not help."
         )
     advice = _NEXT.get(error.code)
     if advice is None and error.code in _SERVER_SIDE:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import traceback
 from collections.abc import Awaitable, Callable, Iterable
 from importlib.metadata import version
 from typing import Any
@@ -117,6 +118,12 @@ class LucyMemoryTools:
             self._clients[name] = client
         return client
 
+    def _without_token(self, exc: BaseException) -> str:
+        """The traceback of an unexpected failure with the token blanked out: the message of an
+        exception from a custom transport may quote the request's headers (the host keeps stderr)."""
+        text = "".join(traceback.format_exception(exc))
+        return text.replace(self._token, "[token]") if self._token else text
+
     async def list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
@@ -139,8 +146,10 @@ class LucyMemoryTools:
         except LucyMemoryError as exc:
             log.info("%s failed: %s (%s)", params.name, exc.code, status_phrase(exc))
             return _error(render_error(exc, operation=operation))
-        except Exception:  # a handler must never raise (it would become a JSON-RPC error); log and say so
-            log.exception("%s failed unexpectedly", params.name)
+        except (
+            Exception
+        ) as exc:  # a handler must never raise (it would become a JSON-RPC error); log and say so
+            log.error("%s failed unexpectedly:\n%s", params.name, self._without_token(exc))
             return _error(
                 f"Error internal_error from {operation}: lucy-memory-mcp failed unexpectedly (see its log). "
                 "Next: the outcome is unknown; for memory_propose, repeating the same arguments with the "
