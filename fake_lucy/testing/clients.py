@@ -9,11 +9,14 @@ assert lucy_client.waits == [3.0]
 ```
 
 The waits are the SDK's own decisions (``lucy_memory.retry``): retry delays and the pauses of
-``wait_for_decision`` between polls. The fake's clock does not move with them.
+``wait_for_decision`` between polls. Given ``advance`` (the plugin's fixtures give the fake's clock
+advance), each wait moves the fake's clock by as much instead, so the fake sees the client wait as
+it asked (``--lucy-strict`` judges the retry's timing by that clock).
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from lucy_memory import AgentMemoryClient, SyncAgentMemoryClient
@@ -21,14 +24,21 @@ from lucy_memory import AgentMemoryClient, SyncAgentMemoryClient
 __all__ = ["RecordedWaits", "RecordingAgentMemoryClient", "RecordingSyncAgentMemoryClient"]
 
 
-class RecordedWaits:
-    """An injectable ``sleep`` that returns at once and appends each delay (seconds) to ``waits``."""
+Advance = Callable[[float], Awaitable[None]]
 
-    def __init__(self) -> None:
+
+class RecordedWaits:
+    """An injectable ``sleep`` that returns at once and appends each delay (seconds) to ``waits``;
+    with ``advance``, it moves the fake's clock by the delay instead of sleeping."""
+
+    def __init__(self, advance: Advance | None = None) -> None:
         self.waits: list[float] = []
+        self._advance = advance
 
     async def __call__(self, seconds: float) -> None:
         self.waits.append(float(seconds))
+        if self._advance is not None and seconds > 0:
+            await self._advance(seconds)
 
 
 class _RecordsWaits:
@@ -36,11 +46,11 @@ class _RecordsWaits:
 
     _recorded: RecordedWaits
 
-    def _with_recorded_sleep(self, options: dict[str, Any]) -> dict[str, Any]:
+    def _with_recorded_sleep(self, options: dict[str, Any], advance: Advance | None) -> dict[str, Any]:
         """The client's options with the recording sleep (a ``sleep`` of the caller's is refused)."""
         if "sleep" in options:
             raise TypeError(f"{type(self).__name__} brings its own sleep")
-        self._recorded = RecordedWaits()
+        self._recorded = RecordedWaits(advance)
         return {**options, "sleep": self._recorded}
 
     @property
@@ -50,14 +60,16 @@ class _RecordsWaits:
 
 
 class RecordingAgentMemoryClient(_RecordsWaits, AgentMemoryClient):
-    """An ``AgentMemoryClient`` whose waits are recorded in ``waits`` instead of slept."""
+    """An ``AgentMemoryClient`` whose waits are recorded in ``waits`` instead of slept (and, with
+    ``advance``, move the fake's clock)."""
 
-    def __init__(self, **options: Any) -> None:
-        super().__init__(**self._with_recorded_sleep(options))
+    def __init__(self, *, advance: Advance | None = None, **options: Any) -> None:
+        super().__init__(**self._with_recorded_sleep(options, advance))
 
 
 class RecordingSyncAgentMemoryClient(_RecordsWaits, SyncAgentMemoryClient):
-    """A ``SyncAgentMemoryClient`` whose waits are recorded in ``waits`` instead of slept."""
+    """A ``SyncAgentMemoryClient`` whose waits are recorded in ``waits`` instead of slept (and, with
+    ``advance``, move the fake's clock)."""
 
-    def __init__(self, **options: Any) -> None:
-        super().__init__(**self._with_recorded_sleep(options))
+    def __init__(self, *, advance: Advance | None = None, **options: Any) -> None:
+        super().__init__(**self._with_recorded_sleep(options, advance))

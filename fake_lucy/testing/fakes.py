@@ -19,6 +19,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 
 from fake_lucy.app import create_app
 from fake_lucy.domain.defaults import DEFAULT_ADMIN_TOKEN, DEV_TOKEN
+from fake_lucy.domain.principals import authenticate
 from fake_lucy.runtime import FakeLucy
 from fake_lucy.serve import PROTOCOL
 from fake_lucy.settings import FakeLucySettings
@@ -73,6 +74,20 @@ class _Shape:
     base_url: str
     admin_token: str = DEFAULT_ADMIN_TOKEN
     dev_token: str = DEV_TOKEN
+    # the dev token's credential, as a shared tenant's (``SharedTenant``) names its own; None when
+    # the fake's seed has no credential for the dev token
+    tenant: str | None = None
+    account: str | None = None
+    credential_id: str | None = None
+    user: str | None = None
+
+    def _name_the_dev_credential(self, fake: FakeLucy) -> None:
+        """Read once, before anything is served: the seed makes the same ids at every reset."""
+        with fake.db.read() as conn:
+            principal = authenticate(conn, self.dev_token)
+        if principal is not None:
+            self.tenant, self.account = principal.tenant_id, principal.account_id
+            self.credential_id, self.user = principal.credential_id, principal.user_id
 
     def _transport(self) -> httpx.AsyncBaseTransport | None:
         return None
@@ -96,6 +111,7 @@ class InProcessFake(_Shape):
 
     def __init__(self, database: Path | str, **options: Any) -> None:
         self.fake = FakeLucy(_settings(database, **options))
+        self._name_the_dev_credential(self.fake)
         self.app = create_app(self.fake)
         self.base_url = "http://127.0.0.1:8787"
         self.transport = InProcessTransport(self.app)
@@ -128,6 +144,7 @@ class LiveServer(_Shape):
 
     def __init__(self, database: Path | str, **options: Any) -> None:
         self.fake = FakeLucy(_settings(database, **options))
+        self._name_the_dev_credential(self.fake)
         config = uvicorn.Config(create_app(self.fake), http=PROTOCOL, lifespan="off", log_level="warning")
         self.server = uvicorn.Server(config)
         self.socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

@@ -19,8 +19,9 @@ Clients, and the fake each one runs on (state is shared only between clients of 
   ``fake_lucy_server``.
 
 All use the dev token with both permissions. The three SDK clients never really sleep: each wait
-they ask for (a retry's ``Retry-After``, a ``wait_for_decision`` pause) returns at once and is
-appended to ``.waits``, so after one 429 with ``Retry-After: 3`` a test sees ``waits == [3.0]``.
+they ask for (a retry's ``Retry-After``, a ``wait_for_decision`` pause) returns at once, is
+appended to ``.waits`` and moves the fake's clock by as much, so after one 429 with
+``Retry-After: 3`` a test sees ``waits == [3.0]`` and the fake saw the client wait 3 s.
 ``lucy_mcp`` is a separate process and keeps real waits (give its faults ``retry_after=0``).
 
 Each pytest-xdist worker gets its own databases (``tmp_path_factory`` is per worker). Async
@@ -188,9 +189,14 @@ def _fake_lucy_server_session(
     closing = request.config.stash[_CLOSING]
     url = request.config.getoption("lucy_url")
     if url:
+        from fake_lucy.testing.shared import SharedFakeError
+
         prefix = request.config.getoption("lucy_tenant_label") or "pytest"
         label = f"{prefix}-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}"
-        return closing.enter_context(SharedTenant.start(url, server_admin_token(), label=label))
+        try:
+            return closing.enter_context(SharedTenant.start(url, server_admin_token(), label=label))
+        except SharedFakeError as exc:  # one line for each test that needs it, not the plugin's frames
+            pytest.fail(f"--lucy-url: {exc}", pytrace=False)
     return closing.enter_context(LiveServer.start(tmp_path_factory.mktemp("fake-lucy-server")))
 
 
@@ -208,8 +214,20 @@ def _dev_client(
     http_transport: httpx.AsyncBaseTransport | None = None,
 ) -> _Client:
     """An SDK client of ``client_class`` on ``fake``: dev token, read and propose permissions, client
-    name ``pytest``; ``http_transport`` is the in-process fake's (None: the network)."""
+    name ``pytest``; ``http_transport`` is the in-process fake's (None: the network, with the
+    process's one TLS context: building one per client cost each test ~30 ms). Each wait the client
+    asks for moves the fake's clock by as much (``RecordedWaits``)."""
+    import httpx
+
+    from fake_lucy.testing.tls import shared_tls_context
     from lucy_memory import create_lucy_http_transport
+
+    if http_transport is None:
+        http_transport = httpx.AsyncHTTPTransport(verify=shared_tls_context())
+
+    async def advance(seconds: float) -> None:
+        async with fake.admin_client() as admin:  # a connection of its own: any event loop
+            (await admin.post("/_fake/clock/advance", json={"seconds": seconds})).raise_for_status()
 
     return client_class(
         transport=create_lucy_http_transport(
@@ -218,6 +236,7 @@ def _dev_client(
         token=fake.dev_token,
         permissions=_permissions(),
         client_name="pytest",
+        advance=advance,
     )
 
 

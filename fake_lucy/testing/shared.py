@@ -92,8 +92,12 @@ class SharedTenant(_Shape):
         except httpx.TransportError as exc:
             raise SharedFakeError(f"the shared fake at {base_url} cannot be reached: {exc}") from None
         if response.status_code != 201:
+            hint = ""
+            if response.status_code in (401, 403):  # the token, not the fake, is what to fix
+                given = "is set" if os.environ.get(ADMIN_TOKEN_VARIABLE, "").strip() else "is not set"
+                hint = f" ({ADMIN_TOKEN_VARIABLE} {given}: it must hold the shared fake's server admin token)"
             raise SharedFakeError(
-                f"the shared fake at {base_url} did not create a tenant: {_problem(response)}"
+                f"the shared fake at {base_url} did not create a tenant: {_problem(response)}{hint}"
             )
         return cls(base_url, response.json())
 

@@ -82,13 +82,15 @@ _MAX_NAME = 200  # characters before ``.json``: file systems take 255 bytes
 
 def dump_file_name(nodeid: str, fake: int = 1) -> str:
     """The node id with every character outside ``A-Za-z0-9._-`` replaced by ``_``, plus ``.json``
-    (the test's second fake and on: ``.fake2.json``, …). A longer one keeps its first characters and
-    ends with 16 hex digits of the id's SHA-256, so two long ids that share their start still get
-    two files."""
+    (the test's second fake and on: ``.fake2.json``, …). A longer one keeps its first characters,
+    and one whose id has characters beyond a path's and ``::`` (a parametrized test's ``[a/b]`` and
+    ``[a_b]`` would meet), ends with 16 hex digits of the id's SHA-256: two ids, two files."""
     name = _UNSAFE.sub("_", nodeid)
+    digest = hashlib.sha256(nodeid.encode("utf-8", "surrogatepass")).hexdigest()[:16]
     if len(name) > _MAX_NAME:
-        digest = hashlib.sha256(nodeid.encode("utf-8", "surrogatepass")).hexdigest()[:16]
         name = f"{name[: _MAX_NAME - 17]}-{digest}"
+    elif _UNSAFE.search(nodeid.replace("::", "").replace("/", "")):
+        name = f"{name}-{digest}"
     return name + ("" if fake == 1 else f".fake{fake}") + ".json"
 
 
@@ -212,6 +214,8 @@ def _dump(item: pytest.Item) -> list[str]:
         return []
     item.stash[_DUMPED] = True
     path = Path(directory)
+    if not path.is_absolute():  # where pytest was started, whatever folder the test moved to
+        path = item.config.invocation_params.dir / path
     notes: list[str] = []
     baselines: list[tuple[Control, Baseline]] = item.stash.get(_BASELINES, [])
     for number, (control, baseline) in enumerate(baselines, start=1):

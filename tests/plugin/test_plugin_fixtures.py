@@ -110,3 +110,17 @@ async def test_the_fixtures_fakes_ignore_the_fake_lucy_environment_meant_for_a_s
         assert live.reset() >= 0
         async with live.client() as client:
             assert (await client.post(V1 + "/recall", json={"query": "x"})).status_code == 200
+
+
+def test_every_fake_names_the_dev_credential_as_a_shared_tenant_names_its_own(
+    fake_lucy, fake_lucy_server
+) -> None:
+    """A suite written for ``--lucy-url`` (``fake_lucy_server.account`` and the like) runs on the
+    plugin's own fakes too: there they name the dev seed's credential."""
+    for fake in (fake_lucy, fake_lucy_server):
+        assert (fake.tenant, fake.account, fake.credential_id, fake.user) == (
+            "tenant_dev",
+            "acct_dev",
+            "cred_dev_default",
+            "usr_dev",
+        )

@@ -178,5 +178,34 @@ async def test_a_shared_tenant_acts_within_its_tenant_and_is_deleted_at_the_end(
     assert gone.status_code == 401
     with pytest.raises(SharedFakeError, match="cannot be reached"):
         SharedTenant.create("http://127.0.0.1:9", live.admin_token)
-    with pytest.raises(SharedFakeError, match="401 unauthenticated"):
+    with pytest.raises(SharedFakeError, match="401 unauthenticated") as refused:
         SharedTenant.create(live.base_url, "not-the-admin-token")
+    assert "FAKE_LUCY_ADMIN_TOKEN" in str(refused.value)  # what to fix
+
+
+def test_a_wrong_admin_token_is_one_line_naming_the_variable_for_each_test_that_needs_the_fake(
+    live: LiveServer, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_LUCY_ADMIN_TOKEN", "not-the-admin-token-0123456789abcdef")
+    pytester.makepyfile(
+        test_shared="""
+def test_one(fake_lucy_server):
+    pass
+
+def test_two(fake_lucy_server):
+    pass
+
+def test_without_the_fake():
+    pass
+"""
+    )
+    result = pytester.runpytest("-p", "no:randomly", "--lucy-url", live.base_url, "-W", "error")
+    result.assert_outcomes(passed=1, errors=2)
+    output = result.stdout.str()
+    whole = [line for line in result.outlines if line.startswith("--lucy-url: the shared fake at")]
+    assert len(whole) == 2  # each test's error is this one line (and the summary's short form)
+    assert whole[0].endswith(
+        "(FAKE_LUCY_ADMIN_TOKEN is set: it must hold the shared fake's server admin token)"
+    )
+    assert "not-the-admin-token" not in output
+    assert "fake_lucy/testing" not in output  # the plugin's frames stay out of it

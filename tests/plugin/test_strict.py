@@ -80,6 +80,65 @@ def test_lucy_strict_on_the_command_line_makes_every_test_strict(user_suite) -> 
     result.stdout.fnmatch_lines(["*test_retries_a_recall_unmarked*", "*1 finding*"])
 
 
+def test_the_plugins_own_clients_pass_strict_mode_their_waits_move_the_fake_clock(
+    pytester: pytest.Pytester,
+) -> None:
+    """The fixture clients never really sleep; each wait moves the fake's clock instead, so the fake
+    sees a retry come after its Retry-After (and a wait_for_decision poll after its pause)."""
+    pytester.makepyfile(
+        test_waits=HEADER
+        + """
+PROPOSAL = {
+    "kind": "fact",
+    "content": "We deploy on Tuesdays.",
+    "scope": {"kind": "project", "id": "project_example"},
+}
+
+async def test_a_rate_limited_propose(fake_lucy, lucy_client):
+    before = (await fake_lucy.admin.clock())["now"]
+    await fake_lucy.admin.add_fault("propose", 429, retry_after=3)
+    await lucy_client.propose(json.dumps(PROPOSAL))
+    assert lucy_client.waits == [3.0]
+    assert (await fake_lucy.admin.clock())["now"] > before
+
+def test_the_sync_client_after_a_503(fake_lucy_server, lucy_sync_client):
+    fake_lucy_server.sync_admin.add_fault("propose", 503, retry_after=2)
+    lucy_sync_client.propose(json.dumps(PROPOSAL))
+    assert lucy_sync_client.waits == [2.0]
+"""
+    )
+    result = pytester.runpytest("-p", "no:randomly", "--lucy-strict", "-W", "error")
+    result.assert_outcomes(passed=2)
+
+
+def test_dumps_go_where_pytest_started_and_two_parameters_never_share_a_file(
+    pytester: pytest.Pytester,
+) -> None:
+    """A relative DIR is the run's, not the folder a test moved to; ``[a/b]`` and ``[a_b]`` would
+    be the same name once their unsafe characters are replaced: each keeps a file of its own."""
+    pytester.makepyfile(
+        test_dumped=HEADER
+        + """
+@pytest.mark.parametrize("name", ["a/b", "a_b"])
+async def test_fails(fake_lucy, name, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    await fake_lucy.admin.set_clock(frozen=True)
+    assert False, name
+"""
+    )
+    result = pytester.runpytest("-p", "no:randomly", "--lucy-dump-on-failure=dumps", "-W", "error")
+    result.assert_outcomes(failed=2)
+    files = sorted((pytester.path / "dumps").iterdir())
+    assert [file.name for file in files] == sorted(
+        dump_file_name(f"test_dumped.py::test_fails[{name}]") for name in ("a/b", "a_b")
+    )
+    assert len({file.name for file in files}) == 2
+    assert {json.loads(file.read_text())["test"] for file in files} == {
+        "test_dumped.py::test_fails[a/b]",
+        "test_dumped.py::test_fails[a_b]",
+    }
+
+
 def test_dump_on_failure_writes_one_readable_file_per_failed_test_only(user_suite, tmp_path) -> None:
     dumps = tmp_path / "dumps" / "not-yet"
     result = user_suite.runpytest("-p", "no:randomly", f"--lucy-dump-on-failure={dumps}", "-W", "error")
