@@ -136,7 +136,18 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
     finally:
         closing = item.config.stash.get(_CLOSING, None)
         if nextitem is None and closing is not None:
-            closing.close()
+            _close(closing)
+
+
+def _close(closing: contextlib.ExitStack) -> None:
+    """Close the session's fakes; a shared tenant that cannot be deleted (gone already: a
+    ``tenants prune`` or a server reset took it) is one line, not the plugin's frames."""
+    from fake_lucy.testing.shared import SharedFakeError
+
+    try:
+        closing.close()
+    except SharedFakeError as exc:
+        pytest.fail(f"fake_lucy: the session's fakes could not be closed: {exc}", pytrace=False)
 
 
 @pytest.hookimpl(wrapper=True)

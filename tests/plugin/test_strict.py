@@ -139,6 +139,27 @@ async def test_fails(fake_lucy, name, tmp_path, monkeypatch):
     }
 
 
+def test_a_mistaken_lucy_snapshot_marker_fails_its_test_with_one_line(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_marks=HEADER
+        + """
+@pytest.mark.lucy_snapshot()
+async def test_no_path(fake_lucy):
+    pass
+
+@pytest.mark.lucy_snapshot("state.json")
+def test_no_fake():
+    pass
+"""
+    )
+    result = pytester.runpytest("-p", "no:randomly", "-W", "error")
+    result.assert_outcomes(failed=2)
+    lines = result.outlines
+    assert "lucy_snapshot takes one path, e.g. lucy_snapshot('state.json')" in lines
+    assert "lucy_snapshot needs a fake fixture (fake_lucy, fake_lucy_server)" in lines
+    assert "strict.py" not in result.stdout.str()  # none of the plugin's frames
+
+
 def test_dump_on_failure_writes_one_readable_file_per_failed_test_only(user_suite, tmp_path) -> None:
     dumps = tmp_path / "dumps" / "not-yet"
     result = user_suite.runpytest("-p", "no:randomly", f"--lucy-dump-on-failure={dumps}", "-W", "error")
@@ -418,7 +439,9 @@ def test_deletes_its_own_tenant(fake_lucy_server):
     )
     result = pytester.runpytest("--lucy-url", live.base_url)
     result.assert_outcomes(passed=1, errors=1)
-    result.stdout.fnmatch_lines(["*SharedFakeError*401*"])
+    result.stdout.fnmatch_lines(["fake_lucy: the session's fakes could not be closed: *401*"])
+    assert "Traceback" not in result.stdout.str()  # one line, none of the plugin's frames
+    assert "fake_lucy/testing" not in result.stdout.str()
     assert result.ret == pytest.ExitCode.TESTS_FAILED
 
 
