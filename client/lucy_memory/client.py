@@ -309,6 +309,18 @@ class AgentMemoryClient(AsyncClosing):
         if idempotency_key is not None and not valid_idempotency_key(idempotency_key):
             refusal["idempotency_key"] = None
             raise IdempotencyKeyRequiredError(f"idempotency_key must be {IDEMPOTENCY_KEY_RULE}", **refusal)
+        if idempotency_key is not None:
+            # Lucy refuses such a key (invalid_header): refused here, it is neither sent nor echoed
+            pattern = self._scanner.find(idempotency_key, caller_token=self._token.reveal())
+            if pattern is not None:
+                refusal["idempotency_key"] = None
+                raise SecretDetectedError(
+                    f"idempotency_key looks like a secret (pattern {pattern}); use another key, or none"
+                    " (one is generated)",
+                    field="idempotency_key",
+                    pattern=pattern,
+                    **refusal,
+                )
         if not isinstance(request_json, str):
             raise InvalidJSONError("the request must be a JSON string", **refusal)
         try:
@@ -386,10 +398,10 @@ class AgentMemoryClient(AsyncClosing):
                 idempotency_key=idempotency_key,
                 attempt=attempt,
             )
-            logger.debug("lucy_memory: %s attempt %d", operation.name, attempt)
+            logger.debug("%s attempt %d", operation.name, attempt)
             response = await self._send(request)
             logger.debug(
-                "lucy_memory: %s attempt %d answered %d (request %s)",
+                "%s attempt %d answered %d (request %s)",
                 operation.name,
                 attempt,
                 response.status,
@@ -415,7 +427,7 @@ class AgentMemoryClient(AsyncClosing):
                     retry_after=decision.retry_after,
                 )
             logger.info(
-                "lucy_memory: %s answered %d; retry %d of %d in %.3f s with the same body and key",
+                "%s answered %d; retry %d of %d in %.3f s with the same body and key",
                 operation.name,
                 response.status,
                 attempt + 1,

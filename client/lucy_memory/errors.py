@@ -54,6 +54,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, TypedDict, Unpack
 
 from lucy_memory._contract import SchemaError, load_contract
+from lucy_memory.retry import MAX_RETRY_AFTER_SECONDS
 
 __all__ = [
     "APIError",
@@ -149,7 +150,14 @@ class LucyMemoryError(Exception):
         if self.operation == "propose" and self.idempotency_key is not None:
             tries = "attempt" if self.attempts == 1 else "attempts"
             key = self.idempotency_key
-            return f"The propose failed after {self.attempts} {tries} with idempotency_key {key}."
+            outcome = f"The propose failed after {self.attempts} {tries} with idempotency_key {key}."
+            if self.retry_after is not None and self.retry_after > MAX_RETRY_AFTER_SECONDS:
+                outcome += (
+                    f" Lucy asked to wait {self.retry_after:g} s, longer than the"
+                    f" {MAX_RETRY_AFTER_SECONDS:g} s this SDK waits by itself: propose again with that key"
+                    " after the wait."
+                )
+            return outcome
         return ""
 
     def __repr__(self) -> str:
@@ -173,7 +181,8 @@ class InsecureTransportError(ConfigurationError):
 
 
 class SecretDetectedError(LucyMemoryError):
-    """Content, justification or topic looks like a secret (or holds the client's own token).
+    """Content, justification, topic or the idempotency key looks like a secret (or holds the
+    client's own token); the key is then not repeated on the error.
 
     Raised by the SDK before sending. A server-side ``secret_detected`` rejection is a normal
     ``ProposeResult`` whose proposal is ``rejected``, not this exception.

@@ -98,6 +98,21 @@ async def test_a_secret_pattern_in_content_or_justification_is_refused(
     await _nothing_happened(admin, recorder)
 
 
+async def test_a_secret_looking_idempotency_key_is_refused_before_sending_and_never_repeated(
+    fake, admin, new_client
+) -> None:
+    """Lucy refuses such a key (``invalid_header``); the SDK refuses it first, so it is neither sent
+    nor kept on the error (its ``str`` and ``repr``)."""
+    recorder = Recorder(http_transport(fake))
+    client = new_client(fake, transport=recorder)
+    with pytest.raises(SecretDetectedError) as caught:
+        await client.propose(proposal_json(), idempotency_key=SECRETS["aws_access_key_id"])
+    assert (caught.value.field, caught.value.pattern) == ("idempotency_key", "aws_access_key_id")
+    assert caught.value.idempotency_key is None
+    assert SECRETS["aws_access_key_id"] not in str(caught.value) + repr(caught.value)
+    await _nothing_happened(admin, recorder)
+
+
 @pytest.mark.parametrize("field", ["content", "justification", "topic"])
 async def test_the_clients_own_token_in_a_field_is_refused(fake, admin, new_client, field) -> None:
     recorder = Recorder(http_transport(fake))

@@ -197,6 +197,7 @@ async def test_retry_after_over_60_seconds_is_not_retried_and_is_on_the_error(
 
     assert caught.value.retry_after == 61
     assert caught.value.attempts == 1
+    assert "Lucy asked to wait 61 s, longer than the 60 s this SDK waits by itself" in str(caught.value)
     assert sleeps.delays == []
     assert len(await _propose_rows(live_admin)) == 1
 

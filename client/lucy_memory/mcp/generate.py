@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from lucy_memory._contract import load_schema
+from lucy_memory.mcp.tools import GENERATED_FILE
 
 __all__ = ["GENERATED_FILE", "TOOL_SOURCES", "generate", "render", "write"]
 
-GENERATED_FILE = Path(__file__).with_name("tool_schemas.json")
 
 # tool name -> (arguments schema, result schema) in schemas/
 TOOL_SOURCES: dict[str, tuple[str, str]] = {

@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import json
 from functools import cache
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-from lucy_memory.mcp.generate import GENERATED_FILE
 
 if TYPE_CHECKING:
     import mcp_types as types
 
-__all__ = ["PROPOSAL_STATUS", "PROPOSE", "RECALL", "TOOL_NAMES", "tool_schemas", "tools"]
+__all__ = ["GENERATED_FILE", "PROPOSAL_STATUS", "PROPOSE", "RECALL", "TOOL_NAMES", "tool_schemas", "tools"]
+
+# Written by ``python -m lucy_memory.mcp.generate`` (which imports this name: the package's import
+# of this module must not import that one, or running it as a module warns that it was loaded twice).
+GENERATED_FILE = Path(__file__).with_name("tool_schemas.json")
 
 RECALL = "memory_recall"
 PROPOSE = "memory_propose"
