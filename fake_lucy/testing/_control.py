@@ -39,6 +39,7 @@ class Control(ABC):
     """One fake, as the hooks see it; ``identity`` tells two handles of one fake apart from two fakes."""
 
     identity: object
+    fixture: str = ""  # the name of the test's fixture it came from
 
     @abstractmethod
     def findings(self) -> list[dict[str, Any]]: ...
@@ -63,14 +64,16 @@ class Control(ABC):
         )
 
     def dump(self, test: str, baseline: Baseline) -> dict[str, Any]:
-        """``{test, snapshot, journal, findings}``: the state now, and the test's own requests and
-        findings (those after the baseline)."""
+        """``{test, fixture, snapshot, journal, findings}``: the state now, and the test's own
+        requests and findings (those after the baseline); ``fixture`` names the test's fixture that
+        is this fake."""
         journal = self.journal()
         ids = [row["request_id"] for row in journal]
         if baseline.last_request_id in ids:
             journal = journal[ids.index(baseline.last_request_id) + 1 :]
         return {
             "test": test,
+            "fixture": self.fixture,
             "snapshot": self.snapshot(),
             "journal": journal,
             "findings": [item for item in self.findings() if item["finding_id"] not in baseline.finding_ids],

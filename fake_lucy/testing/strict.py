@@ -6,7 +6,7 @@
 - ``@pytest.mark.lucy_snapshot("file.json")``: the fake is put into that snapshot before the test
   (a relative path is read next to the test file).
 - ``--lucy-dump-on-failure DIR``: for each test failed in its body or its teardown, one JSON file
-  ``{test, snapshot, journal, findings}`` per fake it used, named after its node id.
+  ``{test, fixture, snapshot, journal, findings}`` per fake it used, named after its node id.
 
 The fakes of a test are found among its fixture values: the plugin's own (``fake_lucy``,
 ``fake_lucy_server``, ``ServeProcess``) and any object with ``base_url`` and ``admin_token``
@@ -115,9 +115,10 @@ def _allowed(item: pytest.Item) -> set[str]:
     return allowed
 
 
-def _fixture_values(item: pytest.Item) -> Iterator[Any]:
+def _fixture_values(item: pytest.Item) -> Iterator[tuple[str, Any]]:
+    """Each fixture of the test: its name and its value."""
     funcargs: dict[str, Any] = getattr(item, "funcargs", {})
-    yield from funcargs.values()
+    yield from funcargs.items()
 
 
 def _may_be_a_fake(value: Any) -> bool:
@@ -131,17 +132,19 @@ def _may_be_a_fake(value: Any) -> bool:
 
 def _controls(item: pytest.Item) -> list[Control]:
     """One control handle per distinct fake among the test's fixture values."""
-    candidates = [value for value in _fixture_values(item) if _may_be_a_fake(value)]
+    candidates = [(name, value) for name, value in _fixture_values(item) if _may_be_a_fake(value)]
+    candidates.sort(key=lambda candidate: candidate[0].startswith("_"))  # fake_lucy, not its session's
     if not candidates:  # a test that uses no fake imports none of it, strict or not
         return []
     from fake_lucy.testing import _control
 
     controls: list[Control] = []
     seen: set[object] = set()
-    for value in candidates:
+    for name, value in candidates:
         found = _control.for_fixture_value(value)
         if found is not None and found.identity not in seen:
             seen.add(found.identity)
+            found.fixture = name  # a dump says which of the test's fakes it holds
             controls.append(found)
     return controls
 

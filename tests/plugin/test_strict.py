@@ -170,8 +170,8 @@ def test_dump_on_failure_writes_one_readable_file_per_failed_test_only(user_suit
     )
     assert names[0] == "test_user.py__test_fails_on_its_own.json"
     document = json.loads((dumps / names[1]).read_text(encoding="utf-8"))
-    assert set(document) == {"test", "snapshot", "journal", "findings"}
-    assert document["test"] == "test_user.py::test_retries_a_recall"
+    assert set(document) == {"test", "fixture", "snapshot", "journal", "findings"}
+    assert (document["test"], document["fixture"]) == ("test_user.py::test_retries_a_recall", "fake_lucy")
     assert [row["status"] for row in document["journal"]] == [503, 200]
     assert [item["code"] for item in document["findings"]] == ["recall_retried"]
     assert document["findings"][0]["request_ids"] == [row["request_id"] for row in document["journal"]]
@@ -223,11 +223,10 @@ async def test_fails_on_two_fakes(fake_lucy, fake_lucy_server):
     ]
     teardown = json.loads((dumps / names[3]).read_text(encoding="utf-8"))
     assert [row["operation"] for row in teardown["journal"]] == ["propose"]
-    assert [row["operation"] for row in json.loads((dumps / names[2]).read_text())["journal"]] == ["recall"]
-    assert [row["operation"] for row in json.loads((dumps / names[1]).read_text())["journal"]] == [
-        "recall",
-        "recall",
-    ]
+    first, second = (json.loads((dumps / names[i]).read_text()) for i in (2, 1))
+    assert [row["operation"] for row in first["journal"]] == ["recall"]
+    assert [row["operation"] for row in second["journal"]] == ["recall", "recall"]
+    assert (first["fixture"], second["fixture"]) == ("fake_lucy", "fake_lucy_server")  # which is which
 
 
 def test_a_teardown_that_fails_in_the_sessions_last_test_is_dumped_too(
