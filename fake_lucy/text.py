@@ -17,9 +17,13 @@ __all__ = ["DiffPart", "invisible", "pieces", "visible", "word_diff"]
 
 _KEPT = frozenset("\n\t ")
 # Characters that render as nothing (or as blank) although they are not the plain space: Hangul
-# fillers, the combining grapheme joiner, Mongolian vowel separator, braille blank, variation selectors.
+# fillers, the combining grapheme joiner, the Khmer inherent vowels, the Mongolian free variation
+# selectors and vowel separator, braille blank, and the variation selectors (U+FE00–FE0F and the
+# supplement U+E0100–E01EF, which can spell a hidden text one byte per character).
 _BLANK = frozenset(
-    "\u115f\u1160\u3164\uffa0\u034f\u180e\u2800" + "".join(chr(c) for c in range(0xFE00, 0xFE10))
+    "\u115f\u1160\u3164\uffa0\u034f\u17b4\u17b5\u180b\u180c\u180d\u180f\u180e\u2800"
+    + "".join(chr(c) for c in range(0xFE00, 0xFE10))
+    + "".join(chr(c) for c in range(0xE0100, 0xE01F0))
 )
 _UNSEEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp", "Zs"})
 

@@ -78,7 +78,7 @@ def queue(
         items=items,
         pending=review.pending_count(conn, tenant=tenant),
         next_after=page.last,
-        now=clock.now(conn),
+        now=clock.now(conn, tenant),  # a tenant's session: its own clock, which its expiries follow
         last_event_id=events.resume_after(conn, None),
     )
 

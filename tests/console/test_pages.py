@@ -414,3 +414,33 @@ async def test_the_queue_shows_a_replaced_version_of_the_proposals_own_tenant_on
     queue = (await browser.get(CONSOLE + "/")).text
     assert "The replaced version is no longer stored." in queue
     assert "private roadmap" not in queue
+
+
+async def test_a_tenant_admins_queue_reads_its_own_tenants_clock(
+    fake: InProcessFake, browser: httpx.AsyncClient, admin: FakeAdmin
+) -> None:
+    """Its proposals expire by its clock, so their "in …" and the page's "now" are that clock's."""
+    made = await admin.create_tenant("tenant-review")
+    async with fake.client(made["admin_token"]) as http:
+        own = FakeAdmin(http, tenant="tenant-review")
+        await own.set_clock(now="2031-03-01T09:00:00Z", frozen=True)
+        async with fake.client(made["credential"]["token"]) as tenant_api:
+            await propose(tenant_api, proposal_body("A plan on the tenant's clock."))
+    assert (await log_in(browser, made["admin_token"])).status_code == 303
+    queue = (await browser.get(CONSOLE + "/")).text
+    assert "now 2031-03-01 09:00" in queue
+    assert "(in 7d" in queue  # the default 7-day TTL, by the tenant's clock
+
+
+async def test_the_reset_page_says_what_this_session_s_reset_does(
+    fake: InProcessFake, browser: httpx.AsyncClient, admin: FakeAdmin
+) -> None:
+    made = await admin.create_tenant("tenant-review")
+    assert (await log_in(browser, made["admin_token"])).status_code == 303
+    page = (await browser.get(CONSOLE + "/reset")).text
+    assert "Reset tenant tenant-review" in page
+    assert "Other tenants are not touched." in page
+    assert (await log_in(browser)).status_code == 303  # the server admin's
+    page = (await browser.get(CONSOLE + "/reset")).text
+    assert "Every tenant made since" in page
+    assert "is deleted, and its admins' console sessions end" in page

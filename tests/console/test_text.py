@@ -14,6 +14,14 @@ def test_invisible_and_control_characters_become_markers_and_line_breaks_stay() 
     assert invisible("\u3164")  # Hangul filler: renders as blank
 
 
+def test_variation_selectors_and_the_other_blank_marks_cannot_hide_a_text() -> None:
+    """Variation selectors render as nothing and can spell a payload one byte per character."""
+    hidden = "".join(chr(0xE0100 + ord(letter) - 16) for letter in "APPROVE")
+    assert visible("Fine." + hidden) == "Fine." + "".join(f"⟨U+{ord(c):04X}⟩" for c in hidden)
+    for char in ("\U000e0100", "\U000e01ef", "\ufe0f", "\u17b4", "\u17b5", "\u180b", "\u180f"):
+        assert invisible(char), f"U+{ord(char):04X}"
+
+
 def test_the_page_form_escapes_markup_and_marks_invisible_characters() -> None:
     html = str(visible_markup('<img src=x onerror="alert(1)">\u200b&'))
     assert html == '&lt;img src=x onerror=&#34;alert(1)&#34;&gt;<span class="invisible">⟨U+200B⟩</span>&amp;'
