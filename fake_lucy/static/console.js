@@ -5,6 +5,14 @@
 (function () {
   "use strict";
   var body = document.body;
+  // A destructive action whose form says so (data-confirm) asks first (the page's policy allows no
+  // inline script, so the question is asked here, for any such form, swapped in or not).
+  document.addEventListener("submit", function (event) {
+    var question = event.target.getAttribute && event.target.getAttribute("data-confirm");
+    if (question && !window.confirm(question)) {
+      event.preventDefault();
+    }
+  });
   var types = (body.dataset.live || "").split(" ").filter(Boolean);
   var status = document.getElementById("live-status");
   if (!types.length || !window.EventSource) {
@@ -19,15 +27,35 @@
     }
   }
 
-  function editing() {
-    var active = document.activeElement;
+  // The page is never swapped under the reviewer: not while a control in it has the focus or
+  // holds what they typed (a reason, a count), nor while the pointer is over it (a button would
+  // move away from under the click, and the click land on another proposal's). The update waits
+  // and comes when the pointer leaves or the focus moves out.
+  function typedInto(main) {
+    var fields = main.querySelectorAll("input, textarea");
+    for (var i = 0; i < fields.length; i++) {
+      if (fields[i].type !== "hidden" && fields[i].value !== fields[i].defaultValue) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  function inUse() {
     var main = document.getElementById("live");
-    return active && main && main.contains(active) && active.tagName === "INPUT" && active.value !== "";
+    if (!main) {
+      return false;
+    }
+    var active = document.activeElement;
+    return (active && active !== body && main.contains(active)) || main.matches(":hover") || typedInto(main);
   }
 
   function refresh() {
-    if (busy || editing()) {
+    if (busy || inUse()) {
       again = true;
+      if (!busy) {
+        say("live · changes wait while you use the page");
+      }
       return;
     }
     busy = true;
@@ -46,7 +74,9 @@
         var fresh = new DOMParser().parseFromString(html, "text/html").getElementById("live");
         var main = document.getElementById("live");
         if (fresh && main) {
-          main.replaceWith(document.importNode(fresh, true));
+          var swapped = document.importNode(fresh, true);
+          main.replaceWith(swapped);
+          swapped.addEventListener("mouseleave", retry);
         }
         say("live · updated " + new Date().toLocaleTimeString());
       })
@@ -70,12 +100,25 @@
     say("live");
   };
   source.onerror = function () {
+    if (source.readyState === EventSource.CLOSED) {
+      // refused for good (the session ended: logout, 12 h unused, its tenant deleted): the page
+      // itself then answers with the login page
+      window.location.reload();
+      return;
+    }
     say("live · reconnecting…");
   };
-  document.addEventListener("focusout", function () {
+  function retry() {
     if (again && !busy) {
       again = false;
       refresh();
     }
+  }
+  document.addEventListener("focusout", function () {
+    window.setTimeout(retry, 0); // once the focus has moved on
   });
+  var live = document.getElementById("live");
+  if (live) {
+    live.addEventListener("mouseleave", retry);
+  }
 })();

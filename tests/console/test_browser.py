@@ -372,3 +372,60 @@ def _screenshot(page: Page, name: str) -> None:
     if folder:
         Path(folder).mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(Path(folder) / name), full_page=True)
+
+
+def test_the_page_is_never_swapped_under_the_pointer_or_what_the_reviewer_typed(
+    page: Page, live: LiveServer
+) -> None:
+    """A live update waits while the pointer is over the list (the Approve under it would move, and
+    the click land on another proposal's) or while a reason is typed; it comes once they are gone."""
+    first = propose(live, proposal_body("The first plan."))
+    page.reload()
+    expect(page.locator("#live-status")).to_have_text("live")
+    card = page.locator(f"article#{first['id']}")
+    card.get_by_role("button", name="Approve").hover()
+    later = propose(live, proposal_body("A later plan."))
+    expect(page.locator("#live-status")).to_have_text("live · changes wait while you use the page")
+    expect(page.locator(f"article#{later['id']}")).to_have_count(0)
+    page.mouse.move(0, 0)  # off the list: the update comes
+    expect(page.locator(f"article#{later['id']}")).to_have_count(1)
+    reason = card.locator("input[name='reason']")
+    reason.fill("Not ours to decide.")
+    page.mouse.move(0, 0)
+    page.locator("h1").click()  # the focus leaves the field; what was typed stays
+    third = propose(live, proposal_body("A third plan."))
+    expect(page.locator("#live-status")).to_have_text("live · changes wait while you use the page")
+    assert reason.input_value() == "Not ours to decide."
+    expect(page.locator(f"article#{third['id']}")).to_have_count(0)
+
+
+def test_a_page_whose_session_ended_goes_to_the_login_page(page: Page, live: LiveServer) -> None:
+    expect(page.locator("#live-status")).to_have_text("live")
+    with server_database(live) as conn:
+        conn.execute("DELETE FROM console_sessions")  # as a logout in another tab, or 12 h unused
+    propose(live, proposal_body("Seen by nobody."))  # the stream's next look finds no session
+    expect(page.get_by_label("Admin token")).to_be_visible(timeout=10_000)
+
+
+def test_deleting_a_memory_asks_first_and_each_action_button_names_its_object(
+    page: Page, live: LiveServer
+) -> None:
+    created = propose(live, proposal_body("Staging runs on Fridays."))
+    with control(live) as http:
+        memory = http.post(f"/_fake/proposals/{created['id']}/approve").json()["proposal"]["memory"]
+    pending = propose(live, proposal_body("Another plan."))
+    page.reload()
+    expect(page.get_by_role("button", name=f"Approve {pending['id']}")).to_be_visible()
+    page.goto(f"{live.base_url}{CONSOLE}/memories")
+    delete = page.get_by_role("button", name=f"Delete {memory['id']}")
+    asked: list[str] = []
+    page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.dismiss()))
+    delete.click()
+    [question] = asked
+    assert memory["id"] in question
+    with control(live) as http:
+        listed = http.get("/_fake/memories").json()["items"]
+    assert [m["status"] for m in listed if m["id"] == memory["id"]] == ["active"]  # declined: kept
+    page.once("dialog", lambda dialog: dialog.accept())
+    delete.click()
+    expect(page.get_by_role("button", name=f"Restore {memory['id']}")).to_be_visible()
