@@ -465,7 +465,7 @@ def console_router(fake: FakeLucy, stream: EventStream) -> APIRouter:
         tenant = path["tenant"]
         if session.tenant is not None and tenant != session.tenant:
             raise DomainError("not_found", "no tenant has this id")
-        choice = form.get("auto_approve", "").strip()
+        choice = form.get("auto_approve", "").strip() or "off"  # an emptied box means no auto-approval
         value: Any = choice
         if choice not in ("off", "all"):
             value = [kind.strip() for kind in choice.split(",") if kind.strip()]

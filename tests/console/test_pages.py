@@ -225,6 +225,8 @@ async def test_memories_clock_faults_policy_and_reset_from_the_console(
         await act(browser, "/tenants/tenant_dev/policy", logged_in, auto_approve="fact,decision")
     ).status_code == 303
     assert (await admin.policy())["auto_approve"] == ["fact", "decision"]
+    assert (await act(browser, "/tenants/tenant_dev/policy", logged_in, auto_approve=" ")).status_code == 303
+    assert (await admin.policy())["auto_approve"] == "off"  # an emptied box: no auto-approval, shown as off
     assert (
         await act(browser, "/tenants/tenant_dev/policy", logged_in, auto_approve="maybe")
     ).status_code == 422
