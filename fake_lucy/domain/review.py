@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from fake_lucy.domain import admin, clock, events, faults, policy
+from fake_lucy.store import findings as findings_store
 from fake_lucy.store import review
 from fake_lucy.store.queries import JournalFilter, MemoryFilter, ProposalFilter
 from fake_lucy.store.records import JournalRow, LedgerRecord, MemoryRecord, ProposalRecord, TenantPolicy
@@ -110,6 +111,8 @@ class Chain:
     def dropped(self) -> int:
         return sum(1 for row in self.rows if row.dropped)
 
+    findings: list[str] = field(default_factory=list)  # the codes of findings naming its requests
+
     @property
     def faults(self) -> list[str]:
         return [row.fault_id for row in self.rows if row.fault_id is not None]
@@ -148,6 +151,13 @@ def request_chains(
             ordered.append(chain)
         chain.rows.append(row)
     ordered.reverse()
+    # the findings that name these requests (SPEC 3.10: findings marked), each code once a chain
+    by_request = {row.request_id: chain for chain in ordered for row in chain.rows}
+    for finding in reversed(findings_store.newest_findings(conn, tenant=tenant, limit=newest)):
+        for request_id in finding.request_ids:
+            marked = by_request.get(request_id)
+            if marked is not None and finding.code not in marked.findings:
+                marked.findings.append(finding.code)
     return ordered, events.resume_after(conn, None)
 
 

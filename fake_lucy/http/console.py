@@ -121,9 +121,12 @@ def _until(timestamp: str, now: str) -> str:
 
 
 def _chart(values: list[int], width: int = 240, height: int = 48) -> Markup:
-    """A balance over time as a small inline SVG polyline (numbers only: nothing to escape)."""
+    """A balance over time as a small inline SVG polyline (numbers only: nothing to escape); one
+    balance (an account with one ledger row, or none: its balance now) is a flat line."""
     if not values:
         return Markup("")
+    if len(values) == 1:  # a polyline of one point draws nothing
+        values = values * 2
     low, high = min(values), max(values)
     span = (high - low) or 1
     step = width / max(len(values) - 1, 1)

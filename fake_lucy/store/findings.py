@@ -24,6 +24,7 @@ __all__ = [
     "add_finding",
     "drop_watch",
     "findings_page",
+    "newest_findings",
     "next_finding_seq",
     "original_request_id",
     "poll_series",
@@ -294,3 +295,12 @@ def findings_page(
     ).fetchall()
     items = [FindingRecord.from_row(row) for row in rows[:limit]]
     return Page(items, rows[limit - 1]["seq"] if len(rows) > limit else None)
+
+
+def newest_findings(conn: sqlite3.Connection, *, tenant: str | None, limit: int) -> list[FindingRecord]:
+    """The newest ``limit`` findings (of ``tenant``'s credentials when given), newest first."""
+    rows = conn.execute(
+        "SELECT * FROM findings WHERE :tenant IS NULL OR tenant_id = :tenant ORDER BY seq DESC LIMIT :limit",
+        {"tenant": tenant, "limit": limit},
+    ).fetchall()
+    return [FindingRecord.from_row(row) for row in rows]

@@ -309,6 +309,21 @@ async def test_the_requests_page_shows_one_line_per_retry_chain_with_its_statuse
     assert "fault flt_" in row
 
 
+async def test_the_requests_page_marks_the_requests_a_finding_names(
+    browser: httpx.AsyncClient, api: httpx.AsyncClient, admin: FakeAdmin, logged_in: str
+) -> None:
+    """SPEC 3.10: findings marked. A recall sent again after a 503 is recall_retried."""
+    await admin.add_fault("recall", 503)
+    for _ in range(2):
+        await api.post("/api/agent-memory/v1/recall", json={"query": "deploys"})
+    [finding] = await admin.findings()
+    assert finding["code"] == "recall_retried"
+    html = (await browser.get(CONSOLE + "/requests")).text
+    rows = [row for row in re.findall(r"<tr[ >].*?</tr>", html, re.DOTALL) if "recall" in row]
+    assert len(rows) == 2
+    assert all("finding recall_retried" in row for row in rows)
+
+
 async def test_the_credits_page_draws_each_balance_as_a_chart(
     browser: httpx.AsyncClient, api: httpx.AsyncClient, admin: FakeAdmin, logged_in: str
 ) -> None:
@@ -319,6 +334,17 @@ async def test_the_credits_page_draws_each_balance_as_a_chart(
     assert '<svg class="chart"' in html
     assert 'aria-label="balance from 999 to 500"' in html
     assert "admin_set" in html
+
+
+async def test_an_account_with_one_ledger_row_or_none_still_gets_its_chart(
+    browser: httpx.AsyncClient, admin: FakeAdmin, logged_in: str
+) -> None:
+    """A polyline of one point draws nothing: one balance is a flat line."""
+    await admin.create_tenant("tenant-quiet", credits=40)  # no ledger row yet
+    html = (await browser.get(CONSOLE + "/credits")).text
+    assert html.count('<svg class="chart"') == 2  # the dev account and the quiet one
+    assert 'aria-label="balance from 40 to 40"' in html
+    assert re.search(r'points="0\.0,[0-9.]+ 240\.0,[0-9.]+"', html)  # two points: a line
 
 
 async def test_pages_take_their_paging_and_filters_and_refuse_bad_ones(
