@@ -270,7 +270,13 @@ class Console:
             return self.message("Bad request", str(exc), status=400)
         except DomainError as error:
             status = int(ERRORS[error.code]["status"])
-            return self.message(error.code.replace("_", " ").capitalize(), error.detail, status=status)
+            text = error.detail
+            wrong = (error.details or {}).get("errors") or []
+            if wrong:  # which field, and what is wrong with it
+                text += ": " + "; ".join(
+                    f"{item['pointer'].lstrip('/') or 'the form'} {item['detail']}" for item in wrong[:5]
+                )
+            return self.message(error.code.replace("_", " ").capitalize(), text, status=status)
         return RedirectResponse(target or self._next(form), status_code=303, headers=SECURITY_HEADERS)
 
 
@@ -591,6 +597,12 @@ def console_router(fake: FakeLucy, stream: EventStream) -> APIRouter:
 
     get("/events", events)
     get("/static/{name}", static)
+
+    async def no_such_page(request: Request) -> Response:
+        """Any other address under the console: a page saying so (not the API's problem JSON)."""
+        return console.message("Not found", "There is no console page at this address.", status=404)
+
+    router.add_api_route("/{rest:path}", no_such_page, methods=["GET", "POST"], include_in_schema=False)
     return router
 
 

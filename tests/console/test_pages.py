@@ -472,3 +472,17 @@ async def test_the_reset_page_says_what_this_session_s_reset_does(
     page = (await browser.get(CONSOLE + "/reset")).text
     assert "Every tenant made since" in page
     assert "is deleted, and its admins' console sessions end" in page
+
+
+async def test_an_unknown_console_address_is_a_page_and_a_refused_form_names_its_field(
+    browser: httpx.AsyncClient, logged_in: str
+) -> None:
+    for method, path in (("GET", "/nope"), ("GET", "/proposals/xyz/approve"), ("GET", "/logout")):
+        response = await browser.request(method, CONSOLE + path)
+        assert response.status_code == 404, path
+        assert response.headers["content-type"].startswith("text/html"), path
+        assert "There is no console page at this address." in response.text
+    refused = await act(browser, "/faults", logged_in, operation="recall", status="503", count="0")
+    assert refused.status_code == 422
+    assert refused.headers["content-type"].startswith("text/html")
+    assert "count" in refused.text.split("<h1>", 1)[1]  # the field the schema refused
