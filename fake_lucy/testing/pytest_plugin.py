@@ -230,6 +230,7 @@ def _dev_client(
     asks for moves the fake's clock by as much (``RecordedWaits``)."""
     import httpx
 
+    from fake_lucy.testing.admin import FakeAdmin
     from fake_lucy.testing.tls import shared_tls_context
     from lucy_memory import create_lucy_http_transport
 
@@ -237,8 +238,8 @@ def _dev_client(
         http_transport = httpx.AsyncHTTPTransport(verify=shared_tls_context())
 
     async def advance(seconds: float) -> None:
-        async with fake.admin_client() as admin:  # a connection of its own: any event loop
-            (await admin.post("/_fake/clock/advance", json={"seconds": seconds})).raise_for_status()
+        # a connection of its own per call: the sync client waits in an event loop of its own
+        await FakeAdmin(client_factory=fake.admin_client).advance_clock(seconds)
 
     return client_class(
         transport=create_lucy_http_transport(

@@ -157,7 +157,7 @@ def _load_module(path: Path) -> ModuleType:
         with contextlib.redirect_stdout(sys.stderr):
             spec.loader.exec_module(module)
     # any failure of foreign code, a sys.exit() in it too, is a configuration error, reported by type only
-    except (Exception, SystemExit) as exc:
+    except (Exception, SystemExit) as exc:  # foreign code: any error it raises, see the line above
         raise McpConfigError(
             f"{ENV_PREFIX}TRANSPORT_MODULE failed to load ({type(exc).__name__}): {path}"
         ) from None
@@ -181,7 +181,7 @@ def _module_transport(raw: str, token: SecretStr) -> tuple[Transport, str]:
         with contextlib.redirect_stdout(sys.stderr):
             transport = factory(token=token.get_secret_value())
     # foreign code again (a sys.exit() in it too): report the type, never a message that may hold the token
-    except (Exception, SystemExit) as exc:
+    except (Exception, SystemExit) as exc:  # foreign code: any error it raises, see the line above
         raise McpConfigError(
             f"{ENV_PREFIX}TRANSPORT_MODULE create_transport(token=…) failed ({type(exc).__name__}): {path}"
         ) from None

@@ -146,9 +146,8 @@ class LucyMemoryTools:
         except LucyMemoryError as exc:
             log.info("%s failed: %s (%s)", params.name, exc.code, status_phrase(exc))
             return _error(render_error(exc, operation=operation))
-        except (
-            Exception
-        ) as exc:  # a handler must never raise (it would become a JSON-RPC error); log and say so
+        # a handler must never raise (it would become a JSON-RPC error): any error is logged and said
+        except Exception as exc:  # never raise from a handler: see the line above
             log.error("%s failed unexpectedly:\n%s", params.name, self._without_token(exc))
             return _error(
                 f"Error internal_error from {operation}: lucy-memory-mcp failed unexpectedly (see its log). "
