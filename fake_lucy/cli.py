@@ -32,7 +32,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--database", help="SQLite file, or :memory: (one worker only)")
     serve.add_argument("--seed", type=Path, help="JSON seed file (schemas/seed.schema.json)")
     serve.add_argument("--id-seed", type=int, help="make generated ids deterministic")
-    serve.add_argument("--journal-size", type=int)
+    serve.add_argument("--journal-size", type=int, help="requests kept per tenant (default 10000)")
     serve.add_argument("--idempotency-ttl-seconds", type=int)
     serve.add_argument("--reset-on-start", action="store_true", default=None)
     serve.add_argument("--admin-token-file", type=Path, help="file holding the admin token")

@@ -19,7 +19,7 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any
 
-from fake_lucy.domain import clock, events, server_state
+from fake_lucy.domain import clock, events, journal, server_state
 from fake_lucy.domain import tenants as tenancy
 from fake_lucy.domain.errors import invalid_field, invalid_request
 from fake_lucy.domain.lifecycle import clear_index, create_index, index_memory
@@ -538,6 +538,7 @@ def _restore_tenant(
         _insert(conn, "ledger", values, f"{base}/ledger/{i}")
     for i, entry in enumerate(tenant.get("journal", [])):
         _insert(conn, "journal", {**entry, "tenant": tenant_id}, f"{base}/journal/{i}")
+    journal.recount(conn, tenant_id)
 
 
 def _restore_memory(conn: sqlite3.Connection, tenant: str, memory: dict[str, Any], pointer: str) -> None:

@@ -165,6 +165,7 @@ class Database:
                 if table not in existing:
                     for statement in statements:
                         conn.execute(statement)
+            count_journal = "journal" in existing and "journal_counts" not in existing
         added: set[tuple[str, str]] = set()
         for table, column, declaration in ADDED_COLUMNS:
             existing = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
@@ -175,6 +176,11 @@ class Database:
             conn.execute(statement)
         self._move_access_times()
         self._fill_tenant_columns(added)
+        if count_journal:  # a file written when the journal was bounded as a whole
+            with self.write():
+                conn.execute(
+                    "INSERT INTO journal_counts SELECT tenant, count(*) FROM journal GROUP BY tenant"
+                )
         self._split_full_text_index()
 
     def _fill_tenant_columns(self, added: set[tuple[str, str]]) -> None:

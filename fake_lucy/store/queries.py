@@ -367,6 +367,7 @@ def purge_tenant(conn: sqlite3.Connection, tenant_id: str, *, keep: TenantRecord
         "DELETE FROM faults WHERE tenant_id = :t"
         " OR credential_id IN (SELECT id FROM credentials WHERE tenant_id = :t)",
         "DELETE FROM journal WHERE tenant = :t",
+        "DELETE FROM journal_counts WHERE tenant = :t",
         "DELETE FROM ledger WHERE tenant_id = :t",
         "DELETE FROM findings WHERE tenant_id = :t",
         "DELETE FROM client_watch WHERE tenant_id = :t",

@@ -111,6 +111,7 @@ STATE_TABLES = (
     "idempotency_records",
     "ledger",
     "journal",
+    "journal_counts",
     "faults",
     "rate_buckets",
     "findings",

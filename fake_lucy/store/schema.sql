@@ -29,6 +29,8 @@ CREATE TABLE idempotency_records (account_id VARCHAR NOT NULL, "key" VARCHAR NOT
 CREATE TABLE journal (seq INTEGER NOT NULL, request_id VARCHAR NOT NULL, at VARCHAR NOT NULL, operation VARCHAR NOT NULL, credential_id VARCHAR NOT NULL, tenant VARCHAR NOT NULL, idempotency_key VARCHAR, retry_attempt INTEGER NOT NULL, body_sha256 VARCHAR NOT NULL, status INTEGER, charged BOOLEAN NOT NULL, replayed BOOLEAN NOT NULL, dropped BOOLEAN NOT NULL, fault_id VARCHAR, PRIMARY KEY (seq));
 CREATE INDEX ix_journal_tenant ON journal (tenant);
 
+CREATE TABLE journal_counts (tenant VARCHAR NOT NULL, rows INTEGER NOT NULL, PRIMARY KEY (tenant));
+
 CREATE TABLE ledger (seq INTEGER NOT NULL, request_id VARCHAR NOT NULL, account_id VARCHAR NOT NULL, tenant_id VARCHAR NOT NULL, operation VARCHAR NOT NULL, amount INTEGER NOT NULL, balance_after INTEGER NOT NULL, at VARCHAR NOT NULL, PRIMARY KEY (seq));
 CREATE INDEX ix_ledger_tenant_id ON ledger (tenant_id);
 

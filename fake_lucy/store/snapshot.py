@@ -116,6 +116,7 @@ _CLEAR_TENANT = (
     "DELETE FROM idempotency_records WHERE account_id IN (SELECT id FROM accounts WHERE tenant_id = :t)",
     "DELETE FROM ledger WHERE tenant_id = :t",
     "DELETE FROM journal WHERE tenant = :t",
+    "DELETE FROM journal_counts WHERE tenant = :t",
     "DELETE FROM faults WHERE tenant_id = :t"
     " OR credential_id IN (SELECT id FROM credentials WHERE tenant_id = :t)",
     "DELETE FROM rate_buckets WHERE credential_id IN (SELECT id FROM credentials WHERE tenant_id = :t)",

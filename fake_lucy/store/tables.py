@@ -224,6 +224,16 @@ class RateBucket(SQLModel, table=True):
     updated_us: int
 
 
+class JournalCount(SQLModel, table=True):
+    """How many journal rows a tenant has: each tenant's journal is bounded on its own
+    (``domain.journal``), so a busy tenant never pushes another tenant's rows out. Kept beside the
+    journal by every statement that adds or removes its rows."""
+
+    __tablename__ = "journal_counts"
+    tenant: str = Field(primary_key=True)
+    rows: int
+
+
 class ServerState(SQLModel, table=True):
     """One row: the clock, the billing authority switch, the id sequence and the credential epoch.
 

@@ -262,3 +262,43 @@ def test_the_journal_never_holds_more_than_its_bound_and_drops_only_the_oldest(
         assert kept == [f"req_{m}" for m in range(n - len(kept) + 1, n + 1)], "not the newest rows"
     finally:
         database.close()
+
+
+async def test_each_tenant_keeps_its_own_journal_size_whatever_other_tenants_send(tmp_path) -> None:
+    """A busy tenant on a shared fake never pushes another tenant's rows out of the journal."""
+    async with InProcessFake.start(tmp_path, journal_size=5) as small:
+        quiet, busy = await small.admin.create_tenant("quiet"), await small.admin.create_tenant("busy")
+        async with small.client(quiet["credential"]["token"], event_hooks=HOOKS) as client:
+            mine = [(await recall(client, "database")).headers["Lucy-Request-Id"] for _ in range(3)]
+        async with small.client(busy["credential"]["token"], event_hooks=HOOKS) as client:
+            theirs = [(await recall(client, "database")).headers["Lucy-Request-Id"] for _ in range(12)]
+        async with small.client(quiet["credential"]["token"], event_hooks=HOOKS) as client:
+            mine += [(await recall(client, "database")).headers["Lucy-Request-Id"] for _ in range(3)]
+        rows = await small.admin.requests()
+        kept = {
+            name: [row["request_id"] for row in rows if row["tenant"] == name] for name in ["quiet", "busy"]
+        }
+        assert kept == {"quiet": mine[-5:], "busy": theirs[-5:]}
+
+
+async def test_a_reset_or_restored_tenant_counts_its_journal_rows_afresh(tmp_path) -> None:
+    """The rows a tenant's reset removes stop counting toward its bound; rows a restore brings in count."""
+    async with InProcessFake.start(tmp_path, journal_size=3) as small:
+        created = await small.admin.create_tenant("counted")
+        async with small.client(created["admin_token"], event_hooks=HOOKS) as http:
+            tenant_admin = FakeAdmin(http, tenant="counted")
+            async with small.client(created["credential"]["token"], event_hooks=HOOKS) as client:
+
+                async def recalls(n: int) -> list[str]:
+                    return [(await recall(client, "database")).headers["Lucy-Request-Id"] for _ in range(n)]
+
+                await recalls(3)
+                await tenant_admin.reset()
+                after_reset = await recalls(2)
+                assert [row["request_id"] for row in await tenant_admin.requests()] == after_reset
+                snapshot = await tenant_admin.call("GET", "/snapshot", include_journal="true")
+                await tenant_admin.reset()
+                await tenant_admin.call("PUT", "/snapshot", snapshot)
+                later = await recalls(2)
+                kept = [row["request_id"] for row in await tenant_admin.requests()]
+                assert kept == [after_reset[1], *later]

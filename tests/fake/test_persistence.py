@@ -221,6 +221,7 @@ def _to_the_layout_before_tenant_namespaces(database) -> None:
         conn.execute(f"DROP TABLE {table}")
     for index in ("ix_journal_tenant", "ix_ledger_tenant_id", "ix_tenants_admin_token_sha256"):
         conn.execute(f"DROP INDEX {index}")
+    conn.execute("DROP TABLE journal_counts")
     for table, column in [
         ("journal", "tenant"),
         ("ledger", "tenant_id"),
@@ -262,6 +263,30 @@ async def test_a_database_with_one_index_for_every_tenant_is_split_per_tenant_at
     assert rows == (5,)
     conn.close()
     await second.aclose()
+
+
+async def test_a_file_from_before_per_tenant_journal_bounds_counts_each_tenants_rows(tmp_path) -> None:
+    database = tmp_path / "older.sqlite3"
+    first = InProcessFake(database)
+    other = await first.admin.create_tenant("other")
+    async with first.client() as dev, first.client(other["credential"]["token"]) as theirs:
+        for _ in range(4):
+            await recall(dev, "database")
+        await recall(theirs, "database")
+    await first.aclose()
+    conn = sqlite3.connect(database)
+    conn.execute("DROP TABLE journal_counts")
+    conn.commit()
+    conn.close()
+    second = InProcessFake(database, journal_size=3)
+    try:
+        async with second.client() as dev:
+            newest = (await recall(dev, "database")).headers["Lucy-Request-Id"]
+        rows = await second.admin.requests()
+        assert [row["tenant"] for row in rows] == ["tenant_dev", "tenant_dev", "other", "tenant_dev"]
+        assert rows[-1]["request_id"] == newest
+    finally:
+        await second.aclose()
 
 
 async def test_the_tenants_of_a_file_from_before_created_at_are_dated_when_it_is_opened(tmp_path) -> None:
