@@ -6,6 +6,7 @@ import uuid
 
 import pytest
 
+from tests.conftest import HOOKS
 from tests.helpers import PROJECT, V1, proposal_body, propose
 
 pytestmark = pytest.mark.anyio
@@ -153,11 +154,33 @@ async def test_an_unknown_property_too_long_to_point_at_is_reported_on_its_objec
     assert "k" * 100 not in response.text
 
 
-@pytest.mark.parametrize("depth", [300, 600, 900])
+@pytest.mark.parametrize("depth", [300, 511])
 async def test_a_deeply_nested_unknown_property_is_422_not_500(api, depth) -> None:
     body = '{"query": "x", "extra": ' + "[" * depth + "]" * depth + "}"
     response = await api.post(V1 + "/recall", content=body, headers={"Content-Type": "application/json"})
     assert (response.status_code, response.json()["code"]) == (422, "invalid_request"), response.text[:200]
+
+
+@pytest.mark.parametrize("depth", [512, 900, *range(955, 1000, 3), 5000])
+async def test_json_nested_over_512_levels_is_400_invalid_json_and_journaled(api, admin, depth) -> None:
+    # one level for the object itself: a value at ``depth`` nested arrays is 1 + depth levels deep
+    # (near the interpreter's recursion limit the schema check's error message used to fail: 500)
+    body = '{"query": "x", "kinds": ' + "[" * depth + '"a"' + "]" * depth + "}"
+    response = await api.post(V1 + "/recall", content=body, headers={"Content-Type": "application/json"})
+    assert (response.status_code, response.json()["code"]) == (400, "invalid_json"), response.text[:200]
+    assert "512 levels" in response.json()["detail"]
+    [row] = await admin.requests()
+    assert (row["request_id"], row["status"]) == (response.headers["Lucy-Request-Id"], 400)
+
+
+@pytest.mark.parametrize("depth", [900, *range(940, 1000, 3)])
+async def test_a_control_body_nested_too_deep_is_400_invalid_json(fake, depth) -> None:
+    body = '{"auto_approve": ' + "[" * depth + "1" + "]" * depth + "}"
+    async with fake.client(fake.admin_token, event_hooks=HOOKS) as http:
+        response = await http.put(
+            "/_fake/tenants/tenant_dev/policy", content=body, headers={"Content-Type": "application/json"}
+        )
+    assert (response.status_code, response.json()["code"]) == (400, "invalid_json"), response.text[:200]
 
 
 async def test_at_most_100_errors_are_listed_the_first_in_pointer_order(api) -> None:
@@ -219,3 +242,14 @@ async def test_bad_requests_are_not_charged(api, admin) -> None:
     await _post_raw(api, b"nope")
     await propose(api, {**proposal_body(), "importance": 99})
     assert await admin.ledger() == []
+
+
+async def test_no_nesting_depth_is_a_500_on_a_real_server(live) -> None:
+    """Over uvicorn the stack is shallower than in process: the band of depths that the parser took
+    and the schema check's error message did not was there (around 967 levels)."""
+    async with live.client(event_hooks=HOOKS) as client:
+        for depth in range(900, 1010):
+            body = '{"query": "x", "kinds": ' + "[" * depth + '"a"' + "]" * depth + "}"
+            headers = {"Content-Type": "application/json"}
+            response = await client.post(V1 + "/recall", content=body, headers=headers)
+            assert (response.status_code, response.json()["code"]) == (400, "invalid_json"), depth

@@ -1,4 +1,5 @@
-"""Strict JSON: one object, no duplicate keys, no NaN/Infinity, no lone surrogates.
+"""Strict JSON: one object, no duplicate keys, no NaN/Infinity, no lone surrogates, at most
+``MAX_DEPTH`` levels of nesting.
 
 Python's ``json`` module accepts all three of those; a server that hashes canonical bodies must not.
 Error details describe *where* and *what kind* of problem, never the offending input itself.
@@ -11,7 +12,14 @@ import math
 import re
 from typing import Any
 
-__all__ = ["InvalidJSONError", "parse_json_object"]
+from lucy_memory._contract.files import load_contract
+
+__all__ = ["MAX_DEPTH", "InvalidJSONError", "parse_json_object"]
+
+# The contract's limit (the object itself is the first level): far above any body of the API (four
+# levels), and far enough below the interpreter's recursion limit (1,000) that nothing walking the
+# parsed value (the schema check, its error messages) can run out of stack.
+MAX_DEPTH: int = int(load_contract("agent-memory-api")["limits"]["json_max_depth"])
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -40,17 +48,21 @@ def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return result
 
 
-def _check_strings(value: Any) -> None:
+def _check_strings(value: Any, depth: int) -> None:
+    """Lone surrogates and the nesting depth, in one walk (``depth``: the levels around ``value``)."""
     if isinstance(value, str):
         if _SURROGATE.search(value):
             raise InvalidJSONError("a string contains a lone surrogate")
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            _check_strings(key)
-            _check_strings(item)
-    elif isinstance(value, list):
-        for item in value:
-            _check_strings(item)
+    elif isinstance(value, dict | list):
+        if depth >= MAX_DEPTH:
+            raise InvalidJSONError(f"the JSON is nested deeper than {MAX_DEPTH} levels")
+        if isinstance(value, dict):
+            for key, item in value.items():
+                _check_strings(key, depth)
+                _check_strings(item, depth + 1)
+        else:
+            for item in value:
+                _check_strings(item, depth + 1)
 
 
 def parse_json_object(data: bytes | str) -> dict[str, Any]:
@@ -78,8 +90,10 @@ def parse_json_object(data: bytes | str) -> dict[str, Any]:
         raise InvalidJSONError(f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
     except (ValueError, RecursionError):
         # int() refuses numbers with too many digits; deep nesting exhausts the stack.
-        raise InvalidJSONError("the JSON is too large or too deeply nested to parse") from None
+        raise InvalidJSONError(
+            f"the JSON is too large to parse, or nested deeper than {MAX_DEPTH} levels"
+        ) from None
     if not isinstance(value, dict):
         raise InvalidJSONError("the JSON value must be an object")
-    _check_strings(value)
+    _check_strings(value, 0)
     return value
