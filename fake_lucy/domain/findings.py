@@ -80,7 +80,9 @@ class Observation:
     ``subject``: the sha256 of the raw body (recall, propose) or the proposal id (status);
     ``body_sha256`` the sha256 of the raw body.
     ``status`` is None when the connection was dropped; ``code`` is the problem code of an error.
-    ``arrived_us`` and ``answered_us`` are real time, ``clock_us`` the server clock at arrival.
+    ``arrived_us`` and ``answered_us`` are real time, ``clock_us`` and ``answered_clock_us`` the
+    server clock (the tenant's) at arrival and at the answer. A wait before a repeat counts from the
+    answer: a slow error (a fault's ``delay_ms``) is no time the client waited.
     """
 
     request_id: str
@@ -96,6 +98,7 @@ class Observation:
     arrived_us: int
     answered_us: int
     clock_us: int
+    answered_clock_us: int
     body_sha256: str
 
 
@@ -206,7 +209,7 @@ class _Judge:
             code=observation.code,
             retry_after=observation.retry_after,
             answered_us=observation.answered_us,
-            clock_us=observation.clock_us,
+            clock_us=observation.answered_clock_us,
             reported=reported,
             expires_us=observation.answered_us + max(WATCH_US, retry_after_us + 60 * SECOND),
         )
@@ -258,9 +261,10 @@ class _Judge:
         series = store.poll_series(self.conn, credential, proposal_id)
         last = None
         if series is not None and _retryable_failure(series.last_status):  # the only answer repeat() reads
-            last = _Answered(
-                series.last_request_id, series.last_arrived_us, series.last_clock_us, series.last_status, None
-            )
+            answered_us, answered_clock_us = series.last_answered_us, series.last_answered_clock_us
+            if answered_us is None or answered_clock_us is None:  # a row from before they were kept
+                answered_us, answered_clock_us = series.last_arrived_us, series.last_clock_us
+            last = _Answered(series.last_request_id, answered_us, answered_clock_us, series.last_status, None)
         self.repeat(last, code="status_retried", what="proposal status")
         if (
             series is not None
@@ -313,6 +317,8 @@ class _Judge:
             last_clock_us=observation.clock_us,
             last_interval_us=interval,
             recent=recent,
+            last_answered_us=observation.answered_us,
+            last_answered_clock_us=observation.answered_clock_us,
         )
 
     def unbounded(self, proposal_id: str, polls: int, grew: bool, recent: str) -> bool:

@@ -259,6 +259,7 @@ class V1Pipeline:
             arrived_us=call.arrived_us,
             answered_us=clock.real_us(),
             clock_us=call.now_us,
+            answered_clock_us=call.principal.now_us(),
             body_sha256=journal.body_sha256,
         )
         recorded = findings.observe(

@@ -98,6 +98,8 @@ class SeriesRecord:
     last_clock_us: int
     last_interval_us: int | None
     recent: str  # the series' newest polls until it is reported (``polls_of``, ``with_poll``)
+    last_answered_us: int | None  # None in a row from before they were kept
+    last_answered_clock_us: int | None
 
 
 # -- the watch on failed answers ------------------------------------------------------------------
@@ -178,7 +180,8 @@ def poll_series(conn: sqlite3.Connection, credential_id: str, proposal_id: str) 
 
 _POLL_SERIES = (
     "SELECT credential_id, proposal_id, polls, grew, reported, last_request_id, last_status, last_arrived_us,"
-    " last_clock_us, last_interval_us, recent FROM poll_series WHERE credential_id = ? AND proposal_id = ?"
+    " last_clock_us, last_interval_us, recent, last_answered_us, last_answered_clock_us"
+    " FROM poll_series WHERE credential_id = ? AND proposal_id = ?"
 )
 
 
@@ -194,21 +197,23 @@ def put_poll_series(conn: sqlite3.Connection, series: SeriesRecord, *, new: bool
         series.last_clock_us,
         series.last_interval_us,
         series.recent,
+        series.last_answered_us,
+        series.last_answered_clock_us,
         series.credential_id,
         series.proposal_id,
     )
     if new:
         conn.execute(
             "INSERT INTO poll_series (polls, grew, reported, last_request_id, last_status, last_arrived_us,"
-            " last_clock_us, last_interval_us, recent, credential_id, proposal_id)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " last_clock_us, last_interval_us, recent, last_answered_us, last_answered_clock_us,"
+            " credential_id, proposal_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             values,
         )
     else:
         conn.execute(
             "UPDATE poll_series SET polls = ?, grew = ?, reported = ?, last_request_id = ?, last_status = ?,"
-            " last_arrived_us = ?, last_clock_us = ?, last_interval_us = ?, recent = ?"
-            " WHERE credential_id = ? AND proposal_id = ?",
+            " last_arrived_us = ?, last_clock_us = ?, last_interval_us = ?, recent = ?,"
+            " last_answered_us = ?, last_answered_clock_us = ? WHERE credential_id = ? AND proposal_id = ?",
             values,
         )
 

@@ -81,6 +81,8 @@ ADDED_COLUMNS = (
     ("journal", "tenant", "VARCHAR NOT NULL DEFAULT ''"),
     ("ledger", "tenant_id", "VARCHAR NOT NULL DEFAULT ''"),
     ("poll_series", "recent", "VARCHAR NOT NULL DEFAULT ''"),
+    ("poll_series", "last_answered_us", "INTEGER"),
+    ("poll_series", "last_answered_clock_us", "INTEGER"),
 )
 
 # Indexes of tables that an existing file already has (a table is created with its indexes only

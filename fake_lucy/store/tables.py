@@ -288,7 +288,7 @@ class ClientWatch(SQLModel, table=True):
     code: str | None = None
     retry_after: float | None = None
     answered_us: int  # real time of the answer
-    clock_us: int  # server clock at the request's arrival
+    clock_us: int  # server clock at the answer (the tenant's)
     reported: str = ""  # codes already recorded for this chain, comma-separated
     expires_us: int = Field(index=True)  # real time
 
@@ -313,6 +313,10 @@ class PollSeries(SQLModel, table=True):
     # Until the series is reported, its newest polls (the request ids a finding names), oldest
     # first: "request_id real_us clock_us", joined by ";" (``store.findings.with_poll``).
     recent: str = ""
+    # When the last poll was answered (a retry's wait counts from there; None in a row written
+    # before they were kept: its arrival stands in)
+    last_answered_us: int | None = None  # real time
+    last_answered_clock_us: int | None = None  # server clock
 
 
 class Event(SQLModel, table=True):

@@ -195,6 +195,31 @@ async def test_a_retry_waiting_1_9_of_2_seconds_is_within_the_tolerance_but_1_8_
     assert await _findings(admin) == [("retry_before_retry_after", naive.request_ids[1:])]
 
 
+# The windows run from the answer, not from the arrival: a slow error (a fault's delay_ms, a 504
+# after a long wait) must not count its own latency as the client's wait. The clock runs here, so
+# it moves by the delay too; the delay is 500 ms of real time, and each test leaves 300 ms for the
+# steps between the answer and the repeat.
+
+
+@pytest.mark.parametrize("operation", ["recall", "proposal_status"])
+async def test_the_retry_window_starts_when_a_slow_error_was_answered(naive, admin, operation) -> None:
+    await admin.add_fault(operation, 504, delay_ms=500)
+    send = naive.recall if operation == "recall" else lambda: naive.status("prop_unknown")
+    assert (await send()).status_code == 504
+    await admin.advance_clock(9.7)  # 9.7 s (and a few ms) after the answer; 10.2 s after the arrival
+    await send()
+    code = "recall_retried" if operation == "recall" else "status_retried"
+    assert await _findings(admin) == [(code, naive.request_ids)]
+
+
+async def test_retry_after_is_counted_from_a_slow_answer(naive, admin) -> None:
+    await admin.add_fault("propose", 429, retry_after=2, delay_ms=500)
+    assert (await naive.propose("slow-key")).status_code == 429
+    await admin.advance_clock(1.6)  # 1.6 s (and a few ms) after the answer, 2.1 s after the arrival
+    await naive.propose("slow-key", **{"Lucy-Retry-Attempt": "1"})
+    assert await _findings(admin) == [("retry_before_retry_after", naive.request_ids)]
+
+
 async def test_a_recall_repeated_after_the_10_second_window_is_no_finding(naive, admin) -> None:
     await admin.add_fault("recall", 503)
     assert (await naive.recall()).status_code == 503
