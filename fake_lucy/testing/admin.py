@@ -62,12 +62,15 @@ class EventWatch:
         ``timeout`` seconds."""
         try:
             with anyio.fail_after(timeout):
-                while True:
-                    event = await self.next()
-                    if event.type == type_ and all(event.data.get(k) == v for k, v in data.items()):
-                        return event
+                return await self._matching(type_, data)
         except TimeoutError:
             raise TimeoutError(f"no {type_} event{_described(data)} within {timeout} s") from None
+
+    async def _matching(self, type_: str, data: dict[str, Any]) -> AdminEvent:
+        while True:
+            event = await self.next()
+            if event.type == type_ and all(event.data.get(k) == v for k, v in data.items()):
+                return event
 
 
 def _described(data: dict[str, Any]) -> str:
@@ -174,9 +177,14 @@ class FakeAdmin:
         **data: Any,
     ) -> AdminEvent:
         """The first event of ``type_`` (with the given data values) from now on, or after the event
-        id ``after``. A change made before this call is seen only with ``after`` (or ``watch``)."""
-        async with self.watch(after) as events:
-            return await events.wait_for(type_, timeout=timeout, **data)
+        id ``after``. A change made before this call is seen only with ``after`` (or ``watch``).
+        ``TimeoutError`` after ``timeout`` seconds, opening the stream included."""
+        try:
+            with anyio.fail_after(timeout):
+                async with self.watch(after) as events:
+                    return await events._matching(type_, data)
+        except TimeoutError:
+            raise TimeoutError(f"no {type_} event{_described(data)} within {timeout} s") from None
 
     async def _object(self, method: str, path: str, json: Any = None, **params: Any) -> dict[str, Any]:
         """A call whose answer is a JSON object."""

@@ -15,9 +15,12 @@ coroutine method of ``FakeAdmin`` has its twin below, with the same parameters.
 
 from __future__ import annotations
 
+import concurrent.futures
+import functools
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
+import anyio
 import httpx
 
 from fake_lucy.testing.admin import AdminEvent, FakeAdmin
@@ -78,7 +81,14 @@ class SyncFakeAdmin:
                 base_url=base_url, headers=headers, timeout=timeout, transport=_BlockingTransport()
             )
 
+        def streaming_client() -> httpx.AsyncClient:
+            return httpx.AsyncClient(
+                base_url=base_url, headers=headers, timeout=timeout, verify=shared_tls_context()
+            )
+
         self._admin = FakeAdmin(client_factory=blocking_client, tenant=tenant)
+        # the event stream never ends, so it is read by an event loop of its own (``wait_for``)
+        self._events = FakeAdmin(client_factory=streaming_client, tenant=tenant)
 
     def __repr__(self) -> str:
         return f"SyncFakeAdmin(base_url={self.base_url!r})"
@@ -198,5 +208,9 @@ class SyncFakeAdmin:
         after: int | None = None,
         **data: Any,
     ) -> AdminEvent:
-        """The first event of ``type_`` (with the given data values) from now on, or after ``after``."""
-        return self._do(self._admin.wait_for, type_, timeout=timeout, after=after, **data)
+        """The first event of ``type_`` (with the given data values) from now on, or after ``after``;
+        ``TimeoutError`` after ``timeout`` seconds. The stream is read by an event loop of its own,
+        in a thread of its own, so this works whether or not the caller's thread runs a loop."""
+        waiting = functools.partial(self._events.wait_for, type_, timeout=timeout, after=after, **data)
+        with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="fake-lucy-events") as thread:
+            return thread.submit(anyio.run, waiting).result()

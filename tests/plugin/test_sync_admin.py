@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import inspect
 import json
+import socket
+import time
 
+import anyio
+import httpx
 import pytest
 
 from fake_lucy.testing import (
@@ -110,3 +114,36 @@ def test_the_sync_admin_names_its_origin_but_not_its_token(fake_lucy_server: Liv
     assert fake_lucy_server.base_url in text
     assert fake_lucy_server.admin_token not in text
     assert json.dumps(fake_lucy_server.sync_admin.clock())  # plain JSON data
+
+
+def test_the_sync_admin_waits_for_an_event_and_gives_up_after_its_timeout(
+    fake_lucy_server: LiveServer, lucy_sync_client: RecordingSyncAgentMemoryClient
+) -> None:
+    admin = fake_lucy_server.sync_admin
+    proposal_id = _propose(lucy_sync_client, "Waited for.")
+    created = admin.wait_for("proposal.created", after=0, timeout=5, proposal_id=proposal_id)
+    assert (created.type, created.tenant, created.data["proposal_id"]) == (
+        "proposal.created",
+        "tenant_dev",
+        proposal_id,
+    )
+    started = time.monotonic()
+    with pytest.raises(TimeoutError, match=r"no proposal\.decided event within 0\.3 s"):
+        admin.wait_for("proposal.decided", timeout=0.3)
+    assert time.monotonic() - started < 5
+
+
+@pytest.mark.anyio
+async def test_wait_for_gives_up_on_a_server_that_never_answers() -> None:
+    """The timeout covers opening the stream: a listener that takes the connection and says nothing."""
+    with socket.create_server(("127.0.0.1", 0)) as silent:  # never accepts: no answer
+        base_url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        started = time.monotonic()
+        async with httpx.AsyncClient(base_url=base_url) as http:
+            with pytest.raises(TimeoutError):
+                await FakeAdmin(http).wait_for("proposal.created", timeout=0.3)
+        with pytest.raises(TimeoutError):
+            await anyio.to_thread.run_sync(
+                lambda: SyncFakeAdmin(base_url, "x" * 32).wait_for("proposal.created", timeout=0.3)
+            )
+        assert time.monotonic() - started < 5
