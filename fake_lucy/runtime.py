@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import logging
+import sqlite3
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -74,10 +76,11 @@ class FakeLucy:
         except ValueError as exc:
             raise ValueError(f"the seed file {path} is not a valid seed: {exc}") from None
 
-    def initialise(self) -> None:
+    def initialise(self, then: Callable[[sqlite3.Connection], None] | None = None) -> None:
         """Create the tables; seed a new database (or reset it with ``--reset-on-start``). An existing
         database seeded with another seed is refused (``SeedMismatchError``), never served as if the
-        seed had been applied. ``seed_outcome`` says what happened: ``applied``, ``reset`` or ``kept``."""
+        seed had been applied. ``seed_outcome`` says what happened: ``applied``, ``reset`` or ``kept``.
+        ``then`` runs in the same transaction (``--import``): if it raises, nothing changes."""
         self.db.create_schema()
         with self.db.write() as conn:
             if not seeding.is_initialised(conn):
@@ -91,6 +94,8 @@ class FakeLucy:
             else:
                 self.seed_outcome = "kept"
                 tenants.date_the_undated(conn)
+            if then is not None:
+                then(conn)
 
     def _mismatch(self, recorded: str | None) -> str:
         if recorded is None:

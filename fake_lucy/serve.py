@@ -32,7 +32,7 @@ from fake_lucy.http.console import PREFIX as CONSOLE
 from fake_lucy.runtime import FakeLucy, SeedMismatchError
 from fake_lucy.server_log import RequestLogger
 from fake_lucy.settings import FakeLucySettings, load_settings
-from fake_lucy.snapshot_file import export_file, import_file
+from fake_lucy.snapshot_file import export_file, read_snapshot, restore_snapshot
 from lucy_memory._contract import PERMISSIONS
 
 __all__ = ["PROTOCOL", "mcp_host_configuration", "run", "serve"]
@@ -146,9 +146,19 @@ _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 def serve(settings: FakeLucySettings) -> None:
-    fake = FakeLucy(settings)  # creates and seeds the database before any worker starts
-    if settings.import_file is not None:
-        import_file(fake, settings.import_file)
+    if settings.import_file is None:
+        fake = FakeLucy(settings)  # creates and seeds the database before any worker starts
+    else:
+        # the seed (or --reset-on-start's reset) and the import in one transaction: a refused
+        # snapshot leaves the database as it was
+        path = settings.import_file
+        document = read_snapshot(path)
+        fake = FakeLucy(settings, initialise=False)
+        try:
+            fake.initialise(then=lambda conn: restore_snapshot(fake, conn, path, document))
+        except BaseException:
+            fake.close()
+            raise
     if settings.export_on_exit is None:
         _run(settings, fake)
         return

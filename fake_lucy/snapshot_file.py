@@ -6,7 +6,9 @@ snapshot or a complete new one, whenever the process is stopped or killed.
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
+from typing import Any
 
 from fake_lucy import __version__
 from fake_lucy.domain import snapshot
@@ -17,20 +19,31 @@ from fake_lucy.http.problems import json_bytes
 from fake_lucy.runtime import FakeLucy
 from lucy_memory._contract import InvalidJSONError, parse_json_object
 
-__all__ = ["export_file", "import_file"]
+__all__ = ["export_file", "import_file", "read_snapshot", "restore_snapshot"]
 
 
 def import_file(fake: FakeLucy, path: Path) -> None:
     """Replace the fake's state with the snapshot in ``path`` (nothing changes when it is refused)."""
+    document = read_snapshot(path)
+    with fake.db.write() as conn:
+        restore_snapshot(fake, conn, path, document)
+
+
+def read_snapshot(path: Path) -> dict[str, Any]:
+    """The JSON object in ``path``; ``ValueError`` (one line naming the file) when it is none."""
     try:
-        document = parse_json_object(path.read_bytes())
+        return parse_json_object(path.read_bytes())
     except OSError as exc:
         raise ValueError(f"cannot read the snapshot {path} ({exc.strerror or exc})") from None
     except InvalidJSONError as exc:
         raise ValueError(f"the snapshot {path} is not a JSON object ({exc})") from None
+
+
+def restore_snapshot(fake: FakeLucy, conn: sqlite3.Connection, path: Path, document: dict[str, Any]) -> None:
+    """Restore ``document`` (read from ``path``) in the caller's transaction; ``ValueError`` (one
+    line) when it is refused, and the caller's transaction then changes nothing."""
     try:
-        with fake.db.write() as conn:
-            snapshot.restore_state(conn, document, server_admin_token_sha256=hash_token(fake.admin_token))
+        snapshot.restore_state(conn, document, server_admin_token_sha256=hash_token(fake.admin_token))
     except DomainError as exc:
         errors = (exc.details or {}).get("errors") or []
         where = "; ".join(f"{error['pointer'] or '/'} {error['detail']}" for error in errors[:3])

@@ -14,7 +14,7 @@ import pytest
 
 from fake_lucy.cli import main
 from fake_lucy.runtime import FakeLucy
-from fake_lucy.serve import _announce
+from fake_lucy.serve import _announce, serve
 from fake_lucy.settings import FakeLucySettings, load_settings
 from fake_lucy.testing import ServeProcess
 from fake_lucy.testing.fakes import STARTUP_LIMIT
@@ -182,3 +182,29 @@ def test_a_port_in_use_or_an_unknown_host_is_one_line_before_any_banner(tmp_path
     assert second.out == ""
     assert len(second.err.strip().splitlines()) == 1
     assert second.err.startswith("fake-lucy: cannot listen on host.invalid:8787")
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        '{"format": "fake-lucy-snapshot", "version": 99}',  # refused by the restore
+        "not json",  # refused when read
+    ],
+)
+def test_a_refused_import_with_reset_on_start_leaves_the_database_as_it_was(
+    tmp_path: Path, content: str
+) -> None:
+    database = str(tmp_path / "kept.sqlite3")
+    before = FakeLucy(FakeLucySettings(database=database))
+    with before.db.write() as conn:
+        conn.execute("UPDATE accounts SET balance = 4242 WHERE id = 'acct_dev'")  # not the seed's state
+    before.close()
+    refused = tmp_path / "refused.json"
+    refused.write_text(content, encoding="utf-8")
+    settings = FakeLucySettings(database=database, reset_on_start=True, import_file=refused)
+    with pytest.raises(ValueError, match=r"refused\.json"):
+        serve(settings)  # refused before it serves
+    balance = (
+        sqlite3.connect(database).execute("SELECT balance FROM accounts WHERE id = 'acct_dev'").fetchone()
+    )
+    assert balance == (4242,)
