@@ -26,7 +26,7 @@ from fake_lucy.domain.lifecycle import clear_index, create_index, index_memory
 from fake_lucy.domain.principals import Scope, bump_auth_epoch
 from fake_lucy.domain.seed import applied_seed
 from fake_lucy.store import snapshot as store
-from lucy_memory._contract import schema_validator
+from lucy_memory._contract import InvalidJSONError, parse_json_object, schema_validator
 
 __all__ = ["FORMAT", "VERSION", "export_state", "restore_state", "validate"]
 
@@ -258,6 +258,7 @@ def _check_references(document: dict[str, Any]) -> None:
     """What the schema cannot say: each reference names something the snapshot holds (the
     problems in the document's order)."""
     problems: list[dict[str, str]] = []
+    request_ids: dict[str, set[str]] = {"ledger": set(), "journal": set()}  # ids are server-wide
     for t, tenant in enumerate(document["tenants"]):
         base = f"/tenants/{t}"
         held = {
@@ -281,11 +282,32 @@ def _check_references(document: dict[str, Any]) -> None:
                     for name in ("status", "body")
                     if record[name] is None
                 )
+                if record["body"] is not None and not _is_propose_answer(record["body"]):
+                    problems.append(
+                        {
+                            "pointer": f"{base}/idempotency_records/{i}/body",
+                            "detail": "must be the JSON of a propose answer (a replay sends it as it is)",
+                        }
+                    )
         problems.extend(_unheld(tenant, base, "credentials", held))
+        versions: dict[str, int] = {}
         for m, memory in enumerate(tenant["memories"]):
             problems.extend(_version_problems(f"{base}/memories/{m}", memory))
+            versions[memory["id"]] = len(memory["versions"])
+        for i, proposal in enumerate(tenant["proposals"]):
+            problems.extend(_proposal_problems(f"{base}/proposals/{i}", proposal, versions))
         for collection in ("proposals", "idempotency_records", "ledger", "journal"):
             problems.extend(_unheld(tenant, base, collection, held))
+        for collection, seen in request_ids.items():
+            for i, entry in enumerate(tenant.get(collection, [])):
+                if entry["request_id"] in seen:
+                    problems.append(
+                        {
+                            "pointer": f"{base}/{collection}/{i}/request_id",
+                            "detail": f"is the request id of another {collection} row",
+                        }
+                    )
+                seen.add(entry["request_id"])
     problems.extend(_unreal_times(document, ""))
     if problems:
         raise invalid_request(problems[:100], "the snapshot is inconsistent")
@@ -326,6 +348,35 @@ def _unheld(
 
 def _dangling(pointer: str, kind: str) -> dict[str, str]:
     return {"pointer": pointer, "detail": f"names no {kind} of its tenant"}
+
+
+def _is_propose_answer(body: str) -> bool:
+    try:
+        answer = parse_json_object(body)
+    except InvalidJSONError:
+        return False
+    return not schema_validator("propose-response.schema.json").errors(answer)
+
+
+def _proposal_problems(
+    pointer: str, proposal: dict[str, Any], versions: dict[str, int]
+) -> list[dict[str, str]]:
+    """An approved proposal names the memory version it made, of its tenant, and only an approved
+    one does; what a proposal replaces is a version of a memory of its tenant."""
+    problems: list[dict[str, str]] = []
+    memory, replaces = proposal["memory"], proposal["replaces"]
+    if (memory is None) == (proposal["status"] == "approved"):
+        detail = (
+            "must name the memory an approved proposal made"
+            if memory is None
+            else "must be null unless approved"
+        )
+        problems.append({"pointer": f"{pointer}/memory", "detail": detail})
+    elif memory is not None and not 1 <= memory["version"] <= versions.get(memory["id"], 0):
+        problems.append({"pointer": f"{pointer}/memory", "detail": "names no memory version of its tenant"})
+    if replaces is not None and not 1 <= replaces["version"] <= versions.get(replaces["memory_id"], 0):
+        problems.append({"pointer": f"{pointer}/replaces", "detail": "names no memory version of its tenant"})
+    return problems
 
 
 def _version_problems(pointer: str, memory: dict[str, Any]) -> list[dict[str, str]]:

@@ -185,9 +185,79 @@ def _frozen_before_1970(document: dict[str, Any]) -> str:
     return "/clocks/server/now"
 
 
+def _replay_body_not_json(document: dict[str, Any]) -> str:
+    t, dev = _dev(document)
+    i = [r["state"] for r in dev["idempotency_records"]].index("done")
+    dev["idempotency_records"][i]["body"] = "<<<not json>>>"
+    return f"/tenants/{t}/idempotency_records/{i}/body"
+
+
+def _replay_body_no_propose_answer(document: dict[str, Any]) -> str:
+    t, dev = _dev(document)
+    i = [r["state"] for r in dev["idempotency_records"]].index("done")
+    dev["idempotency_records"][i]["body"] = '{"proposal": {"id": 1}}'
+    return f"/tenants/{t}/idempotency_records/{i}/body"
+
+
+def _approved_without_memory(document: dict[str, Any]) -> str:
+    t, dev = _dev(document)
+    i = [p["status"] for p in dev["proposals"]].index("approved")
+    dev["proposals"][i]["memory"] = None
+    return f"/tenants/{t}/proposals/{i}/memory"
+
+
+def _approved_memory_nowhere(document: dict[str, Any]) -> str:
+    t, dev = _dev(document)
+    i = [p["status"] for p in dev["proposals"]].index("approved")
+    dev["proposals"][i]["memory"] = {"id": "mem_nowhere_0000000000000", "version": 1}
+    return f"/tenants/{t}/proposals/{i}/memory"
+
+
+def _pending_with_memory(document: dict[str, Any]) -> str:
+    t, dev = _dev(document)
+    approved = [p["status"] for p in dev["proposals"]].index("approved")
+    i = [p["status"] for p in dev["proposals"]].index("pending")
+    dev["proposals"][i]["memory"] = dev["proposals"][approved]["memory"]
+    return f"/tenants/{t}/proposals/{i}/memory"
+
+
+def _replaces_nothing(document: dict[str, Any]) -> str:
+    t, dev = _dev(document)
+    i = [p["status"] for p in dev["proposals"]].index("pending")
+    dev["proposals"][i]["replaces"] = {"memory_id": "mem_nowhere_0000000000000", "version": 1}
+    return f"/tenants/{t}/proposals/{i}/replaces"
+
+
+def _replaces_a_version_never_made(document: dict[str, Any]) -> str:
+    t, dev = _dev(document)
+    i = [p["status"] for p in dev["proposals"]].index("pending")
+    memory = dev["memories"][0]
+    dev["proposals"][i]["replaces"] = {"memory_id": memory["id"], "version": len(memory["versions"]) + 1}
+    return f"/tenants/{t}/proposals/{i}/replaces"
+
+
+def _ledger_request_twice(document: dict[str, Any]) -> str:
+    t, dev = _dev(document)
+    dev["ledger"][1]["request_id"] = dev["ledger"][0]["request_id"]
+    return f"/tenants/{t}/ledger/1/request_id"
+
+
 @pytest.mark.parametrize(
     "break_it",
-    [_done_without_status, _first_credential_without_credits, _thirtieth_of_february, _frozen_before_1970],
+    [
+        _done_without_status,
+        _first_credential_without_credits,
+        _thirtieth_of_february,
+        _frozen_before_1970,
+        _replay_body_not_json,
+        _replay_body_no_propose_answer,
+        _approved_without_memory,
+        _approved_memory_nowhere,
+        _pending_with_memory,
+        _replaces_nothing,
+        _replaces_a_version_never_made,
+        _ledger_request_twice,
+    ],
 )
 async def test_a_snapshot_the_schema_takes_but_the_fake_could_not_serve_is_a_422(fake, break_it) -> None:
     """Each of these was restored, and a later replay, tenant reset or console page answered 500 (or
