@@ -58,6 +58,7 @@ from lucy_memory.errors import (
     InvalidRequestError,
     InvalidResponseError,
     PermissionDeniedError,
+    ResponseLostError,
     SecretDetectedError,
 )
 from lucy_memory.models import (
@@ -68,7 +69,13 @@ from lucy_memory.models import (
     RecalledMemory,
     RecallResult,
 )
-from lucy_memory.retry import DEFAULT_MAX_RETRIES, MAX_RETRIES_LIMIT, decide_retry, poll_delay
+from lucy_memory.retry import (
+    DEFAULT_MAX_RETRIES,
+    MAX_RETRIES_LIMIT,
+    POLL_MIN_INTERVAL_SECONDS,
+    decide_retry,
+    poll_delay,
+)
 from lucy_memory.transport import Transport, TransportRequest, TransportResponse, map_transport_errors
 
 __all__ = ["DEFAULT_CLIENT_NAME", "PERMISSIONS", "AgentMemoryClient", "SyncAgentMemoryClient"]
@@ -116,6 +123,10 @@ _STATUS = _Operation(
     "proposal-status-response.schema.json",
     200,
 )
+
+
+# How many keys of lost propose answers a client remembers (each a string and an int).
+_LOST_KEYS_KEPT = 1024
 
 
 class _Token:
@@ -182,6 +193,10 @@ class AgentMemoryClient(AsyncClosing):
         self._clock = clock
         self._random = random
         self._scanner = SecretScanner()
+        # Idempotency-Keys whose propose lost its answer, and how many attempts used each: the
+        # documented recovery (propose again with the key) goes on counting from there, so that
+        # one key never gets more than ``max_retries`` retries (a few keys; the oldest go first)
+        self._lost_keys: dict[str, int] = {}
 
     def __repr__(self) -> str:
         return (
@@ -221,7 +236,11 @@ class AgentMemoryClient(AsyncClosing):
             idempotency_key = f"lm-{uuid.uuid4().hex}"
         _, body = self._prepare(_PROPOSE, request_json, idempotency_key=idempotency_key)
         response, attempts, earlier = await self._exchange(
-            _PROPOSE, "/proposals", body, idempotency_key=idempotency_key
+            _PROPOSE,
+            "/proposals",
+            body,
+            idempotency_key=idempotency_key,
+            first_attempt=self._lost_keys.pop(idempotency_key, 0),
         )
         data = self._parse_success(_PROPOSE, response, idempotency_key=idempotency_key, attempts=attempts)
         replayed = (response.header("Idempotent-Replayed") or "").strip().lower() == "true"
@@ -272,16 +291,21 @@ class AgentMemoryClient(AsyncClosing):
     ) -> ProposalStatusResult:
         """Poll ``proposal_status`` until the proposal is final or ``max_polls`` polls were made (each poll
         costs a credit; the limit is yours). Waits between polls with capped backoff (1 s, 2 s, 4 s, …,
-        at most ``max_interval`` or 30 s). Returns the last status; check ``result.proposal.is_final``."""
+        at most ``max_interval`` or 30 s; ``max_interval`` is at least 1 s, and below 2 s the first
+        wait is half of it, so that the waits always grow). Returns the last status; check
+        ``result.proposal.is_final``."""
         if isinstance(max_polls, bool) or not isinstance(max_polls, int) or max_polls < 1:
             raise ConfigurationError("max_polls must be a positive integer")
         if max_interval is not None and (
             isinstance(max_interval, bool)
             or not isinstance(max_interval, int | float)
             or not math.isfinite(max_interval)
-            or max_interval <= 0
+            or max_interval < POLL_MIN_INTERVAL_SECONDS
         ):
-            raise ConfigurationError("max_interval must be a positive finite number of seconds")
+            raise ConfigurationError(
+                f"max_interval must be a finite number of seconds, at least {POLL_MIN_INTERVAL_SECONDS:g}"
+                " (status polls back off: Lucy's client rules)"
+            )
         request_json = '{"proposal_id":' + _json_string(proposal_id) + "}"
         poll = 0
         while True:
@@ -289,10 +313,7 @@ class AgentMemoryClient(AsyncClosing):
             poll += 1
             if result.proposal.is_final or poll >= max_polls:
                 return result
-            delay = poll_delay(poll - 1)
-            if max_interval is not None:
-                delay = min(delay, max_interval)
-            await self._sleep(delay)
+            await self._sleep(poll_delay(poll - 1, max_interval))
 
     # -- the request path --------------------------------------------------------------------------
 
@@ -382,11 +403,18 @@ class AgentMemoryClient(AsyncClosing):
             return await self._transport.send(request)
 
     async def _exchange(
-        self, operation: _Operation, path: str, body: bytes | None, *, idempotency_key: str | None
+        self,
+        operation: _Operation,
+        path: str,
+        body: bytes | None,
+        *,
+        idempotency_key: str | None,
+        first_attempt: int = 0,
     ) -> tuple[TransportResponse, int, tuple[str, ...]]:
-        """Send, and repeat only as ``decide_retry`` allows. Returns the 2xx response, the attempts,
-        and the request ids the earlier (retried) attempts' answers named."""
-        attempt = 0
+        """Send, and repeat only as ``decide_retry`` allows. Returns the 2xx response, this call's
+        attempts, and the request ids the earlier (retried) attempts' answers named.
+        ``first_attempt``: the attempts an earlier call made with the key (its answer was lost)."""
+        attempt = first_attempt
         earlier: list[str] = []
         while True:
             request = TransportRequest(
@@ -399,7 +427,13 @@ class AgentMemoryClient(AsyncClosing):
                 attempt=attempt,
             )
             logger.debug("%s attempt %d", operation.name, attempt)
-            response = await self._send(request)
+            try:
+                response = await self._send(request)
+            except ResponseLostError as lost:
+                lost.attempts = attempt + 1 - first_attempt  # this call's, as on every result and error
+                if idempotency_key is not None:
+                    self._remember_lost(idempotency_key, attempt + 1)
+                raise
             logger.debug(
                 "%s attempt %d answered %d (request %s)",
                 operation.name,
@@ -408,7 +442,7 @@ class AgentMemoryClient(AsyncClosing):
                 response.header("Lucy-Request-Id"),
             )
             if 200 <= response.status < 300:
-                return response, attempt + 1, tuple(earlier)
+                return response, attempt + 1 - first_attempt, tuple(earlier)
             decision = decide_retry(
                 operation=operation.name,
                 status=response.status,
@@ -423,7 +457,7 @@ class AgentMemoryClient(AsyncClosing):
                     operation,
                     response,
                     idempotency_key=idempotency_key,
-                    attempts=attempt + 1,
+                    attempts=attempt + 1 - first_attempt,
                     retry_after=decision.retry_after,
                 )
             logger.info(
@@ -439,6 +473,12 @@ class AgentMemoryClient(AsyncClosing):
                 earlier.append(answered_by)
             await self._sleep(decision.delay)
             attempt += 1
+
+    def _remember_lost(self, idempotency_key: str, attempts: int) -> None:
+        self._lost_keys.pop(idempotency_key, None)  # newest last
+        self._lost_keys[idempotency_key] = attempts
+        while len(self._lost_keys) > _LOST_KEYS_KEPT:
+            del self._lost_keys[next(iter(self._lost_keys))]
 
     @contextlib.contextmanager
     def _building(

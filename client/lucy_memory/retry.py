@@ -28,6 +28,7 @@ __all__ = [
     "MAX_RETRY_AFTER_SECONDS",
     "POLL_INITIAL_SECONDS",
     "POLL_MAX_SECONDS",
+    "POLL_MIN_INTERVAL_SECONDS",
     "RETRYABLE_OPERATIONS",
     "RETRYABLE_STATUSES",
     "RetryDecision",
@@ -48,6 +49,7 @@ JITTER_FRACTION = 0.25
 # Wait between wait_for_decision polls: starts here, doubles, never exceeds the cap.
 POLL_INITIAL_SECONDS = 1.0
 POLL_MAX_SECONDS = 30.0
+POLL_MIN_INTERVAL_SECONDS = 1.0  # the smallest max_interval wait_for_decision takes
 
 _DELTA_SECONDS = re.compile(r"[0-9]+")
 # RFC 9111 5.2: a delta-seconds too large to hold is taken as 2^31 seconds (far over any wait).
@@ -119,6 +121,10 @@ def decide_retry(
     return RetryDecision(retry=True, delay=backoff_delay(retries_done, random), retry_after=None)
 
 
-def poll_delay(poll_index: int) -> float:
-    """The wait after poll number ``poll_index`` (0 = first) of ``wait_for_decision``."""
-    return min(POLL_MAX_SECONDS, POLL_INITIAL_SECONDS * (2.0**poll_index))
+def poll_delay(poll_index: int, max_interval: float | None = None) -> float:
+    """The wait after poll number ``poll_index`` (0 = first) of ``wait_for_decision``: 1 s, doubling
+    up to ``max_interval`` (30 s when None). A cap below 2 s starts at half of it, so the waits grow
+    at least once: flat polling is what the fake reports as ``status_polling_unbounded``."""
+    cap = POLL_MAX_SECONDS if max_interval is None else min(POLL_MAX_SECONDS, max_interval)
+    first = min(POLL_INITIAL_SECONDS, cap / 2)
+    return min(cap, first * (2.0**poll_index))

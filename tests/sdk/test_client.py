@@ -152,6 +152,25 @@ async def test_wait_for_decision_stops_at_a_final_state(fake, admin, new_client)
     assert len(await admin.requests(operation="proposal_status")) == 3
 
 
+@pytest.mark.parametrize(
+    ("max_interval", "delays"),
+    [
+        (None, [1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0]),
+        (3.0, [1.0, 2.0, 3.0, 3.0, 3.0, 3.0, 3.0]),
+        (2.0, [1.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0]),
+        (1.5, [0.75, 1.5, 1.5, 1.5, 1.5, 1.5, 1.5]),
+        (1.0, [0.5, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]),  # a cap below 2 s: the waits still grow once
+    ],
+)
+async def test_wait_for_decision_backs_off_up_to_max_interval(
+    fake, new_client, sleeps, max_interval, delays
+) -> None:
+    client = new_client(fake)
+    proposed = await client.propose(proposal_json())
+    await client.wait_for_decision(proposed.proposal.id, max_polls=8, max_interval=max_interval)
+    assert sleeps.delays == delays
+
+
 async def test_wait_for_decision_makes_at_most_max_polls_polls(fake, admin, new_client, sleeps) -> None:
     client = new_client(fake)
     proposed = await client.propose(proposal_json())

@@ -98,3 +98,35 @@ async def test_a_lost_propose_answer_recovered_with_its_key_is_no_finding(
     assert recovered.replayed
     assert [row["dropped"] for row in await admin.requests(operation="propose")] == [True, False]
     assert await admin.findings() == []
+
+
+async def test_a_recovery_after_a_lost_answer_counts_that_attempt_among_its_retries(
+    fake, admin, client: AgentMemoryClient
+) -> None:
+    """The documented recovery (propose again with the lost call's key) is a retry of the same key:
+    with the SDK's own retries it never makes more than three attempts under one key."""
+    await admin.add_fault("propose", 503, phase="after_commit", drop_connection=True)
+    request = proposal_json("Recovered through two more failures.", topic="lost-then-503")
+    with pytest.raises(ResponseLostError) as lost:
+        await client.propose(request)
+    await admin.add_fault("propose", 503, count=3)
+    with pytest.raises(ServiceUnavailableError) as failed:
+        await client.propose(request, idempotency_key=lost.value.idempotency_key)
+    assert failed.value.attempts == 2  # this call's own: attempt 2 (the retry header 1) and 3
+    rows = await admin.requests(operation="propose")
+    assert [(row["retry_attempt"], row["dropped"]) for row in rows] == [(0, True), (1, False), (2, False)]
+    assert await admin.findings() == []
+    await admin.clear_faults()
+    fresh = await client.propose(proposal_json("A new key starts at attempt 0."))
+    assert fresh.attempts == 1
+    assert (await admin.requests(operation="propose"))[-1]["retry_attempt"] == 0
+
+
+@pytest.mark.parametrize("max_interval", [1, 1.5, 2, 3])
+async def test_polling_with_a_short_max_interval_still_backs_off(
+    fake, admin, client: AgentMemoryClient, max_interval: float
+) -> None:
+    proposed = await client.propose(proposal_json(f"Polled with a cap of {max_interval} s."))
+    final = await client.wait_for_decision(proposed.proposal.id, max_polls=30, max_interval=max_interval)
+    assert final.proposal.status == "pending"
+    assert await admin.findings() == []
