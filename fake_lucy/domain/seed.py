@@ -78,7 +78,8 @@ def apply_seed(conn: sqlite3.Connection, ids: IdFactory, seed: dict[str, Any]) -
     """Seed an empty database (inside the caller's transaction)."""
     conn.execute(
         "INSERT INTO server_state (id, clock_offset_us, clock_frozen_us, billing_available,"
-        " id_sequence, auth_epoch, index_epoch, seed_sha256) VALUES (1, 0, NULL, 1, 0, 0, 0, ?)",
+        " id_sequence, auth_epoch, index_epoch, seed_sha256, findings_seq)"
+        " VALUES (1, 0, NULL, 1, 0, 0, 0, ?, 0)",
         (seed_digest(seed),),
     )
     bump_auth_epoch(conn)  # new epochs after a reset, whatever the caches hold

@@ -256,7 +256,13 @@ def original_request_id(conn: sqlite3.Connection, credential_id: str, key: str) 
 
 
 def next_finding_seq(conn: sqlite3.Connection) -> int:
-    (seq,) = conn.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM findings").fetchone()
+    """The next finding's number: above every number given since the server was reset, so a
+    cursor never skips a finding made after another tenant's reset deleted the newest ones."""
+    (seq,) = conn.execute(
+        "UPDATE server_state"
+        " SET findings_seq = max(findings_seq, (SELECT COALESCE(MAX(seq), 0) FROM findings)) + 1"
+        " WHERE id = 1 RETURNING findings_seq"
+    ).fetchone()
     return int(seq)
 
 

@@ -71,6 +71,7 @@ ADDED_COLUMNS = (
     ("server_state", "auth_epoch", "INTEGER NOT NULL DEFAULT 0"),
     ("server_state", "index_epoch", "INTEGER NOT NULL DEFAULT 0"),
     ("server_state", "seed_sha256", "TEXT"),
+    ("server_state", "findings_seq", "INTEGER NOT NULL DEFAULT 0"),
     ("tenants", "clock_offset_us", "INTEGER NOT NULL DEFAULT 0"),
     ("tenants", "clock_frozen_us", "INTEGER"),
     ("tenants", "admin_token_sha256", "VARCHAR"),

@@ -97,7 +97,7 @@ def write_server_row(
 ) -> None:
     conn.execute(
         "INSERT INTO server_state (id, clock_offset_us, clock_frozen_us, billing_available, id_sequence,"
-        " auth_epoch, index_epoch, seed_sha256) VALUES (1, ?, ?, ?, ?, 0, 0, ?)",
+        " auth_epoch, index_epoch, seed_sha256, findings_seq) VALUES (1, ?, ?, ?, ?, 0, 0, ?, 0)",
         (offset_us, frozen_us, billing_available, id_sequence, seed_sha256),
     )
 

@@ -252,6 +252,9 @@ class ServerState(SQLModel, table=True):
     auth_epoch: int = 0
     index_epoch: int = 0
     seed_sha256: str | None = None  # the seed the database was created or last reset with
+    # the highest finding number ever given since the last server reset: a tenant's reset deletes
+    # its findings, and their numbers (the listing's cursor) are never given again
+    findings_seq: int = 0
 
 
 class Finding(SQLModel, table=True):

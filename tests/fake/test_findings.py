@@ -11,8 +11,9 @@ from typing import Any
 import httpx
 import pytest
 
+from fake_lucy.http import control
 from fake_lucy.store.findings import polls_of, with_poll
-from fake_lucy.testing import InProcessFake
+from fake_lucy.testing import FakeAdmin, InProcessFake
 from tests.helpers import PROJECT, V1
 
 pytestmark = pytest.mark.anyio
@@ -326,3 +327,25 @@ async def test_an_unknown_finding_code_filter_is_a_422_with_its_pointer(api) -> 
     )
     assert response.status_code == 422
     assert response.json()["details"]["errors"][0]["pointer"] == "/code"
+
+
+async def test_a_findings_cursor_sees_what_comes_after_another_tenants_reset(
+    fake, admin, monkeypatch
+) -> None:
+    """A tenant's reset deletes its findings, the newest among them: the next finding must not
+    take a number below a cursor the server admin already holds (it did, and the page skipped it)."""
+    monkeypatch.setattr(control, "PAGE_SIZE", 2)  # pages of two findings
+    other = await admin.create_tenant("resetting")
+    retried = {"Lucy-Retry-Attempt": "1"}  # a recall_retried finding each
+    async with fake.client() as dev_http, fake.client(other["credential"]["token"]) as other_http:
+        dev, theirs = NaiveClient(dev_http), NaiveClient(other_http)
+        await dev.recall("first", **retried)
+        await theirs.recall("theirs", **retried)
+        await theirs.recall("theirs again", **retried)
+        page = await admin.call("GET", "/findings")
+        assert [item["request_ids"] for item in page["items"]] == [dev.request_ids, theirs.request_ids[:1]]
+        async with fake.client(other["admin_token"]) as http:
+            await FakeAdmin(http, tenant="resetting").reset()
+        await dev.recall("later", **retried)
+        after = await admin.call("GET", "/findings", cursor=page["next_cursor"])
+    assert [item["request_ids"] for item in after["items"]] == [dev.request_ids[-1:]]
