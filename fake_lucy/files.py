@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -13,11 +14,19 @@ __all__ = ["check_writable", "write_atomically"]
 
 
 def write_atomically(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file renamed over it (fsynced, the rename
+    too). The file keeps the mode it had; a new one gets what ``open`` would give it (0o666 under
+    the umask), not the temporary file's 0o600."""
     directory = path.parent if str(path.parent) else Path()
     directory.mkdir(parents=True, exist_ok=True)
+    try:
+        mode = stat.S_IMODE(path.stat().st_mode)
+    except FileNotFoundError:
+        mode = 0o666 & ~_umask()
     handle, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=directory)
     temporary = Path(name)
     try:
+        os.fchmod(handle, mode)
         with os.fdopen(handle, "wb") as output:
             output.write(data)
             output.flush()
@@ -32,6 +41,12 @@ def write_atomically(path: Path, data: bytes) -> None:
         os.fsync(descriptor)  # the rename itself survives a crash
     finally:
         os.close(descriptor)
+
+
+def _umask() -> int:
+    mask = os.umask(0o077)  # reading the umask means setting it: set it back at once
+    os.umask(mask)
+    return mask
 
 
 def check_writable(path: Path) -> None:
