@@ -31,7 +31,7 @@ from fake_lucy.domain import findings
 from fake_lucy.domain.clock import parse_timestamp
 from fake_lucy.domain.defaults import DEFAULT_ADMIN_TOKEN
 from fake_lucy.files import write_atomically
-from fake_lucy.text import visible
+from fake_lucy.text import one_line, visible
 from lucy_memory._contract import (
     PROPOSAL_STATES,
     TOKEN_RULE,
@@ -280,10 +280,10 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
             api = _Api(http, url)
             _HANDLERS[args.command](api, args, out)
     except UsageError as exc:
-        print(f"fake-lucy: {exc}", file=err)
+        print(f"fake-lucy: {one_line(str(exc))}", file=err)
         return 2
     except ApiError as exc:
-        print(f"fake-lucy: {exc}", file=err)
+        print(f"fake-lucy: {one_line(str(exc))}", file=err)
         return 1
     except KeyboardInterrupt:  # the end of requests --follow
         return 0

@@ -33,6 +33,7 @@ from fake_lucy.runtime import FakeLucy, SeedMismatchError
 from fake_lucy.server_log import RequestLogger
 from fake_lucy.settings import FakeLucySettings, load_settings
 from fake_lucy.snapshot_file import export_file, read_snapshot, restore_snapshot
+from fake_lucy.text import one_line
 from lucy_memory._contract import PERMISSIONS
 
 __all__ = ["PROTOCOL", "mcp_host_configuration", "run", "serve"]
@@ -287,17 +288,17 @@ def run(args: argparse.Namespace) -> int:
             check_writable(settings.export_on_exit)
     except ValidationError as exc:  # one line per setting, never pydantic's multi-line dump
         problems = "; ".join(_setting_problem(error["loc"], error["msg"]) for error in exc.errors())
-        print(f"fake-lucy: invalid configuration: {problems}", file=sys.stderr)
+        print(f"fake-lucy: invalid configuration: {one_line(problems)}", file=sys.stderr)
         return 2
     except (ValueError, OSError) as exc:
-        print(f"fake-lucy: invalid configuration: {exc}", file=sys.stderr)
+        print(f"fake-lucy: invalid configuration: {one_line(str(exc))}", file=sys.stderr)
         return 2
     try:
         serve(settings)
     except SeedMismatchError as exc:  # a usage error like a bad setting: exit 2
-        print(f"fake-lucy: {exc}", file=sys.stderr)
+        print(f"fake-lucy: {one_line(str(exc))}", file=sys.stderr)
         return 2
     except (ValueError, OSError) as exc:
-        print(f"fake-lucy: {exc}", file=sys.stderr)
+        print(f"fake-lucy: {one_line(str(exc))}", file=sys.stderr)
         return 1
     return 0

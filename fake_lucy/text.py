@@ -13,7 +13,7 @@ import unicodedata
 from collections.abc import Iterator
 from typing import Literal
 
-__all__ = ["DiffPart", "invisible", "pieces", "visible", "word_diff"]
+__all__ = ["DiffPart", "invisible", "one_line", "pieces", "visible", "word_diff"]
 
 _KEPT = frozenset("\n\t ")
 # Characters that render as nothing (or as blank) although they are not the plain space: Hangul
@@ -59,6 +59,12 @@ def visible(text: str | None) -> str:
     if text is None:
         return ""
     return "".join(piece for piece, _ in pieces(text))
+
+
+def one_line(text: str) -> str:
+    """``visible``, with line breaks and tabs marked too: a message that must stay one line (a
+    CLI error quoting a file name or a document's key)."""
+    return visible(text).replace("\n", _marker("\n")).replace("\t", _marker("\t"))
 
 
 DiffPart = tuple[Literal["equal", "insert", "delete"], str]

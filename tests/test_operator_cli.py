@@ -577,3 +577,22 @@ def test_snapshot_import_of_a_newer_format_is_one_line_naming_the_pointer_and_ex
     )
     assert len(err.splitlines()) == 1
     assert [p["id"] for p in control(live, "GET", "/proposals")["items"]] == [kept["id"]]
+
+
+def test_an_error_naming_a_line_break_or_an_escape_is_still_one_line(
+    live: LiveServer, url: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A refused snapshot's pointer holds the document's own key, whatever it contains."""
+    document = control(live, "GET", "/snapshot")
+    document["tenants"][0]["evil\nkey\x1b[2J"] = 1
+    hostile = tmp_path / "hostile.json"
+    hostile.write_text(json.dumps(document))
+    code, out, err = fake_lucy(capsys, "snapshot", "import", str(hostile))
+    assert (code, out) == (1, "")
+    assert len(err.splitlines()) == 1
+    assert "\x1b" not in err
+    assert "evil⟨U+000A⟩key⟨U+001B⟩[2J" in err
+    shown = tmp_path / "two\nlines.json"  # a file name, too
+    shown.write_text("not json")
+    code, _, err = fake_lucy(capsys, "snapshot", "import", str(shown))
+    assert (code, len(err.splitlines())) == (2, 1)
