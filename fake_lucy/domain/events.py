@@ -98,7 +98,8 @@ def after(conn: sqlite3.Connection, last_id: int, *, tenant: str | None, limit: 
 
 
 def seal_tenant(conn: sqlite3.Connection, tenant: str) -> None:
-    """``tenant`` is deleted: a tenant made again under its id sees none of its events."""
+    """The history so far is not ``tenant``'s: it is being made (its admin reads no event from
+    before), or deleted (a tenant made again under its id sees none of its events)."""
     store.seal(conn, tenant)
 
 

@@ -130,6 +130,7 @@ def create(
     tenant = tenant or ids.new(conn, "tenant")
     if not ensure_tenant(conn, tenant):
         raise DomainError("tenant_conflict", "a tenant with this id exists already")
+    events.seal_tenant(conn, tenant)  # its admin reads no event from before it was made
     initial = DEFAULT_CREDITS if credits is None else credits
     scopes = [dict(item) for item in DEFAULTS["scopes"]]
     new = NewCredential(

@@ -474,3 +474,19 @@ async def test_after_the_whole_state_is_replaced_a_tenant_made_again_under_an_ol
     seen = json.dumps([event.data for event in stream.seen])
     for old in (a.pending, a.memory, a.deleted, a.credential_id, a.account):
         assert old not in seen
+
+
+async def test_a_new_tenants_admin_reads_no_event_from_before_the_tenant_was_made(fake, admin) -> None:
+    """Server-wide events (a clock change, a reset) that happened before the tenant existed are
+    not its history, even from ``Last-Event-ID: 0``."""
+    await admin.set_clock(frozen=True)
+    await admin.advance_clock(60)  # server-wide clock.changed events, before the tenant
+    created = await admin.create_tenant("late-comer")
+    await admin.advance_clock(30)  # and one after
+    async with (
+        fake.client(created["admin_token"]) as http,
+        FakeAdmin(http, tenant="late-comer").watch(after=0) as stream,
+    ):
+        first = await stream.next()
+    assert (first.type, first.tenant) == ("clock.changed", None)
+    assert parse_timestamp(first.data["now"]) == parse_timestamp((await admin.clock())["now"])
