@@ -13,6 +13,7 @@ from typing import Any
 from fake_lucy.domain.errors import invalid_field
 from fake_lucy.domain.ids import IdFactory
 from fake_lucy.store import queries
+from lucy_memory._contract import ERROR_STATUSES
 
 __all__ = ["DEFAULT_CODES", "Fault", "clear", "create", "list_faults", "take"]
 
@@ -75,6 +76,14 @@ def create(
     if credential is not None and not queries.credential_exists(conn, credential, tenant=tenant):
         raise invalid_field("/credential_id", "no credential has this id")
     status = int(spec["status"])
+    code = spec.get("code")
+    if code is not None and ERROR_STATUSES.get(code, status) != status:
+        own = sorted(c for c, s in ERROR_STATUSES.items() if s == status)
+        raise invalid_field(
+            "/code",
+            f"{code} is the code of a {ERROR_STATUSES[code]} answer; a {status} fault takes"
+            f" {' or '.join(own)} or a code that is not the contract's",
+        )
     fault_id = ids.new(conn, "flt")
     count = int(spec.get("count", 1))
     retry_after = spec.get("retry_after")
@@ -89,7 +98,7 @@ def create(
             tenant,
             spec["operation"],
             status,
-            spec.get("code") or DEFAULT_CODES[status],
+            code or DEFAULT_CODES[status],
             retry_after,
             count,
             spec.get("phase", "before"),

@@ -72,6 +72,33 @@ async def test_a_fault_may_set_its_own_code_and_retry_after(api, admin) -> None:
     assert response.headers["Fake-Lucy-Fault"] == fault["fault_id"]
 
 
+@pytest.mark.parametrize(
+    ("status", "code"), [(429, "internal"), (503, "rate_limited"), (500, "not_found"), (504, "bad_gateway")]
+)
+async def test_a_fault_whose_code_is_a_contract_code_of_another_status_is_refused(
+    admin, status, code
+) -> None:
+    """The answer would contradict itself (a 429 titled "Internal error", whose code says it is
+    not retryable and whose status says it is): a contract code goes with its own status only."""
+    with pytest.raises(AdminError) as refused:
+        await admin.add_fault("recall", status, code=code)
+    assert (refused.value.status, refused.value.code) == (422, "invalid_request")
+    [error] = refused.value.problem["details"]["errors"]
+    assert error["pointer"] == "/code"
+    assert f"a {status} fault takes" in error["detail"]
+    assert await admin.faults() == []
+
+
+async def test_a_fault_may_use_the_other_contract_code_of_its_status(api, admin) -> None:
+    await admin.add_fault("recall", 503, code="billing_unavailable")
+    problem = (await recall(api, "database")).json()
+    assert (problem["status"], problem["code"], problem["title"]) == (
+        503,
+        "billing_unavailable",
+        "Billing unavailable",
+    )
+
+
 async def test_a_before_fault_also_answers_a_replay(api, admin) -> None:
     first = await propose(api, key="replayed-into-a-fault")
     fault = await admin.add_fault("propose", 502)

@@ -22,6 +22,7 @@ from lucy_memory._contract.validation import ecma_pattern
 __all__ = [
     "API_BASE_PATH",
     "CLIENT_NAME_MAX_CHARS",
+    "ERROR_STATUSES",
     "FINAL_PROPOSAL_STATES",
     "IDEMPOTENCY_KEY_MAX_CHARS",
     "IDEMPOTENCY_KEY_RULE",
@@ -58,6 +59,13 @@ OPERATION_PERMISSIONS: Mapping[str, str] = MappingProxyType(
     {name: operation["permission"] for name, operation in _API["operations"].items()}
 )
 """The permission each operation needs: ``recall`` → ``memory:read``, the others ``memory:propose``."""
+
+# -- errors ------------------------------------------------------------------------------------------
+
+ERROR_STATUSES: Mapping[str, int] = MappingProxyType(
+    {code: int(error["status"]) for code, error in _API["errors"].items()}
+)
+"""The status each v1 error code is answered with (``internal`` → 500, ``rate_limited`` → 429, …)."""
 
 # -- retries -----------------------------------------------------------------------------------------
 
