@@ -130,9 +130,11 @@ def _topic_target(tenant: str, scope: Scope, topic: str) -> str:
 def _require_version(head: MemoryRecord, expected: int) -> None:
     """A replacement must name the memory's active version (else ``version_conflict``)."""
     if head.version != expected:
+        never = f"version {int(expected)}, which the memory never had (its active version is {head.version})"
         raise DomainError(
             "version_conflict",
-            "the replacement names a version that is no longer the active one",
+            "the replacement names "
+            + ("a version that is no longer the active one" if expected < head.version else never),
             # a JSON 1.0 is the integer 1 (SPEC 1.1): the details say it as an integer
             details={
                 "memory_id": head.id,

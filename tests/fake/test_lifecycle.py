@@ -174,6 +174,21 @@ async def test_replacing_an_older_version_is_a_version_conflict_with_details(api
     assert b'"expected_version":1,' in stale.content  # 1.0 counts as the integer 1 (SPEC 1.1)
 
 
+async def test_replacing_a_version_the_memory_never_had_says_so(api, admin) -> None:
+    first = await approved_memory(api, admin, "Retry twice.", topic="retries")
+    memory_id = first["memory"]["id"]
+    ahead = await propose(
+        api, proposal_body("Retry thrice.", replaces={"memory_id": memory_id, "version": 3})
+    )
+    problem = ahead.json()
+    assert (ahead.status_code, problem["code"]) == (409, "version_conflict")
+    assert (
+        problem["detail"]
+        == "the replacement names version 3, which the memory never had (its active version is 1)"
+    )
+    assert problem["details"] == {"memory_id": memory_id, "expected_version": 3, "current_version": 1}
+
+
 async def test_replacing_an_unknown_or_deleted_memory_is_memory_not_found(api, admin) -> None:
     unknown = await propose(api, proposal_body(replaces={"memory_id": "mem_" + "x" * 22, "version": 1}))
     assert (unknown.status_code, unknown.json()["code"]) == (404, "memory_not_found")
