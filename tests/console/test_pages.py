@@ -3,14 +3,16 @@ action through the same domain calls as the control API, stored text always show
 
 from __future__ import annotations
 
+import contextlib
 import re
+import sqlite3
 from collections.abc import AsyncIterator
 
 import httpx
 import pytest
 
 from fake_lucy.domain import sessions
-from fake_lucy.testing import FakeAdmin, InProcessFake
+from fake_lucy.testing import AdminError, FakeAdmin, InProcessFake
 from tests.helpers import proposal_body, propose
 
 pytestmark = pytest.mark.anyio
@@ -419,9 +421,10 @@ async def test_a_tenant_admins_session_ends_with_its_tenant_when_the_whole_state
 async def test_the_queue_shows_a_replaced_version_of_the_proposals_own_tenant_only(
     fake: InProcessFake, browser: httpx.AsyncClient, admin: FakeAdmin, api: httpx.AsyncClient
 ) -> None:
-    """A tenant's snapshot is its admin's to edit: a pending proposal can be made to replace any
-    memory id. The queue looks the replaced version up in the proposal's own tenant, so another
-    tenant's memory is "no longer stored", never shown."""
+    """A pending proposal that "replaces" another tenant's memory: a restored snapshot saying so is
+    refused, and in a database holding it (a file written before that check) the queue looks the
+    replaced version up in the proposal's own tenant, so the other tenant's memory is "no longer
+    stored", never shown."""
     theirs = await propose(api, proposal_body("The dev tenant's private roadmap."))
     memory = (await admin.approve(theirs.json()["proposal"]["id"]))["memory"]
     made = await admin.create_tenant("tenant-review")
@@ -432,7 +435,14 @@ async def test_the_queue_shows_a_replaced_version_of_the_proposals_own_tenant_on
         document = await own.call("GET", "/snapshot")
         [proposal] = [p for t in document["tenants"] for p in t["proposals"] if p["id"] == mine]
         proposal["replaces"] = {"memory_id": memory["id"], "version": memory["version"]}
-        await own.call("PUT", "/snapshot", document)
+        with pytest.raises(AdminError) as refused:
+            await own.call("PUT", "/snapshot", document)
+    assert refused.value.status == 422
+    with contextlib.closing(sqlite3.connect(fake.fake.settings.database)) as conn, conn:
+        conn.execute(
+            "UPDATE proposals SET replaces_memory_id = ?, replaces_version = ? WHERE id = ?",
+            (memory["id"], memory["version"], mine),
+        )
     assert (await log_in(browser, made["admin_token"])).status_code == 303
     queue = (await browser.get(CONSOLE + "/")).text
     assert "private roadmap" not in queue
