@@ -8,11 +8,61 @@
   // A destructive action whose form says so (data-confirm) asks first (the page's policy allows no
   // inline script, so the question is asked here, for any such form, swapped in or not).
   document.addEventListener("submit", function (event) {
-    var question = event.target.getAttribute && event.target.getAttribute("data-confirm");
+    var form = event.target;
+    var question = form.getAttribute && form.getAttribute("data-confirm");
     if (question && !window.confirm(question)) {
       event.preventDefault();
+      return;
+    }
+    if (window.fetch && form.method === "post" && !form.hasAttribute("data-plain")) {
+      event.preventDefault();
+      send(form, event.submitter);
     }
   });
+
+  // An action is sent from the page: done, the browser goes where the answer leads (as the form
+  // would have); refused, the page stays as it is, with what was typed, and says why beside the
+  // form. The refusal is the server's own page, parsed (its scripts never run), its text shown.
+  function send(form, submitter) {
+    var data = new URLSearchParams(new FormData(form, submitter || undefined));
+    var shown = form.nextElementSibling;
+    if (shown && shown.classList.contains("refusal")) {
+      shown.remove();
+    }
+    if (submitter) {
+      submitter.disabled = true;
+    }
+    fetch(form.action, { method: "POST", body: data, credentials: "same-origin", headers: { Accept: "text/html" } })
+      .then(function (response) {
+        if (response.ok) {
+          window.location.assign(response.url);
+          return null;
+        }
+        return response.text().then(function (html) {
+          refuse(form, html, response.status);
+        });
+      })
+      .catch(function () {
+        form.submit(); // no answer at all: the browser's own submission, which shows what happened
+      })
+      .finally(function () {
+        if (submitter) {
+          submitter.disabled = false;
+        }
+      });
+  }
+
+  function refuse(form, html, status) {
+    var answer = new DOMParser().parseFromString(html, "text/html");
+    var title = answer.querySelector(".message h1");
+    var text = answer.querySelector(".message p");
+    var note = document.createElement("p");
+    note.className = "refusal error";
+    note.setAttribute("role", "alert");
+    note.textContent =
+      title && text ? title.textContent + ": " + text.textContent : "Refused (HTTP " + status + ").";
+    form.after(note);
+  }
   var types = (body.dataset.live || "").split(" ").filter(Boolean);
   var status = document.getElementById("live-status");
   if (!types.length || !window.EventSource) {

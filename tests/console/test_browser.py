@@ -25,6 +25,7 @@ from mcp.types import Implementation
 from playwright.sync_api import Browser, BrowserContext, Page, expect
 
 from fake_lucy.domain import sessions
+from fake_lucy.domain.clock import parse_timestamp
 from fake_lucy.http.console import COOKIE, COOKIE_ATTRIBUTES
 from fake_lucy.store.connection import Database
 from fake_lucy.testing import LiveServer
@@ -429,3 +430,30 @@ def test_deleting_a_memory_asks_first_and_each_action_button_names_its_object(
     page.once("dialog", lambda dialog: dialog.accept())
     delete.click()
     expect(page.get_by_role("button", name=f"Restore {memory['id']}")).to_be_visible()
+
+
+def test_a_refused_form_says_why_beside_it_and_keeps_what_was_typed(page: Page, live: LiveServer) -> None:
+    page.goto(f"{live.base_url}{CONSOLE}/settings")
+    by = page.get_by_role("textbox", name="Advance by")
+    by.fill("two weeks")
+    page.get_by_role("button", name="Advance").click()
+    expect(page.get_by_role("alert")).to_have_text(
+        "Bad request: a duration is a number with s, m, h or d (90s, 2h, 7d)"
+    )
+    expect(page.get_by_role("heading", name="Clock, faults and policy")).to_be_visible()  # still here
+    expect(by).to_have_value("two weeks")  # what was typed is kept, to be corrected
+    policy = page.get_by_role("textbox", name="auto-approve for tenant_dev")
+    policy.fill("preference,gossip")
+    policy.press("Enter")
+    expect(page.get_by_role("alert")).to_have_count(2)
+    expect(page.get_by_role("alert").nth(1)).to_contain_text("Invalid request: ")
+    expect(page.get_by_role("alert").nth(1)).to_contain_text("auto_approve/1 must be one of: preference")
+    expect(policy).to_have_value("preference,gossip")
+    with control(live) as http:
+        before = http.get("/_fake/clock").json()
+    by.fill("2h")
+    page.get_by_role("button", name="Advance").click()
+    expect(page.get_by_role("alert")).to_have_count(0)  # the page the action leads to, afresh
+    with control(live) as http:
+        after = http.get("/_fake/clock").json()
+    assert parse_timestamp(after["now"]) - parse_timestamp(before["now"]) >= 7_200_000_000
