@@ -125,8 +125,8 @@ _STATUS = _Operation(
 )
 
 
-# How many keys of lost propose answers a client remembers (each a string and an int).
-_LOST_KEYS_KEPT = 1024
+# How many keys of failed proposes a client remembers (each a string and an int).
+_KEYS_KEPT = 1024
 
 
 class _Token:
@@ -193,10 +193,11 @@ class AgentMemoryClient(AsyncClosing):
         self._clock = clock
         self._random = random
         self._scanner = SecretScanner()
-        # Idempotency-Keys whose propose lost its answer, and how many attempts used each: the
-        # documented recovery (propose again with the key) goes on counting from there, so that
-        # one key never gets more than ``max_retries`` retries (a few keys; the oldest go first)
-        self._lost_keys: dict[str, int] = {}
+        # Idempotency-Keys whose propose ended without its answer (lost, or failed with 429, 409
+        # or a 5xx), and how many attempts each used: a repeat with the key (the recovery the
+        # errors advise) goes on counting from there, its retry header at most ``max_retries``
+        # (a bounded number of keys; the oldest go first)
+        self._key_attempts: dict[str, int] = {}
 
     def __repr__(self) -> str:
         return (
@@ -240,7 +241,7 @@ class AgentMemoryClient(AsyncClosing):
             "/proposals",
             body,
             idempotency_key=idempotency_key,
-            first_attempt=self._lost_keys.pop(idempotency_key, 0),
+            first_attempt=min(self._key_attempts.pop(idempotency_key, 0), self.max_retries),
         )
         data = self._parse_success(_PROPOSE, response, idempotency_key=idempotency_key, attempts=attempts)
         replayed = (response.header("Idempotent-Replayed") or "").strip().lower() == "true"
@@ -291,8 +292,8 @@ class AgentMemoryClient(AsyncClosing):
     ) -> ProposalStatusResult:
         """Poll ``proposal_status`` until the proposal is final or ``max_polls`` polls were made (each poll
         costs a credit; the limit is yours). Waits between polls with capped backoff (1 s, 2 s, 4 s, …,
-        at most ``max_interval`` or 30 s; ``max_interval`` is at least 1 s, and below 2 s the first
-        wait is half of it, so that the waits always grow). Returns the last status; check
+        at most ``max_interval`` or 30 s; ``max_interval`` is at least 3 s, so that the waits grow
+        and no minute holds more than 30 polls). Returns the last status; check
         ``result.proposal.is_final``."""
         if isinstance(max_polls, bool) or not isinstance(max_polls, int) or max_polls < 1:
             raise ConfigurationError("max_polls must be a positive integer")
@@ -432,7 +433,7 @@ class AgentMemoryClient(AsyncClosing):
             except ResponseLostError as lost:
                 lost.attempts = attempt + 1 - first_attempt  # this call's, as on every result and error
                 if idempotency_key is not None:
-                    self._remember_lost(idempotency_key, attempt + 1)
+                    self._remember_attempts(idempotency_key, attempt + 1)
                 raise
             logger.debug(
                 "%s attempt %d answered %d (request %s)",
@@ -453,6 +454,8 @@ class AgentMemoryClient(AsyncClosing):
                 random=self._random,
             )
             if not decision.retry:
+                if idempotency_key is not None and (response.status in (409, 429) or response.status >= 500):
+                    self._remember_attempts(idempotency_key, attempt + 1)  # a failed attempt: may be repeated
                 raise self._error(
                     operation,
                     response,
@@ -474,11 +477,11 @@ class AgentMemoryClient(AsyncClosing):
             await self._sleep(decision.delay)
             attempt += 1
 
-    def _remember_lost(self, idempotency_key: str, attempts: int) -> None:
-        self._lost_keys.pop(idempotency_key, None)  # newest last
-        self._lost_keys[idempotency_key] = attempts
-        while len(self._lost_keys) > _LOST_KEYS_KEPT:
-            del self._lost_keys[next(iter(self._lost_keys))]
+    def _remember_attempts(self, idempotency_key: str, attempts: int) -> None:
+        self._key_attempts.pop(idempotency_key, None)  # newest last
+        self._key_attempts[idempotency_key] = attempts
+        while len(self._key_attempts) > _KEYS_KEPT:
+            del self._key_attempts[next(iter(self._key_attempts))]
 
     @contextlib.contextmanager
     def _building(

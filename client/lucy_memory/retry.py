@@ -49,7 +49,9 @@ JITTER_FRACTION = 0.25
 # Wait between wait_for_decision polls: starts here, doubles, never exceeds the cap.
 POLL_INITIAL_SECONDS = 1.0
 POLL_MAX_SECONDS = 30.0
-POLL_MIN_INTERVAL_SECONDS = 1.0  # the smallest max_interval wait_for_decision takes
+# The smallest max_interval wait_for_decision takes: with waits of 1 s, 2 s, then 3 s, no 60 s
+# holds more than 30 polls, and the waits grow, as Lucy's client rules ask of status polling.
+POLL_MIN_INTERVAL_SECONDS = 3.0
 
 _DELTA_SECONDS = re.compile(r"[0-9]+")
 # RFC 9111 5.2: a delta-seconds too large to hold is taken as 2^31 seconds (far over any wait).
@@ -123,8 +125,6 @@ def decide_retry(
 
 def poll_delay(poll_index: int, max_interval: float | None = None) -> float:
     """The wait after poll number ``poll_index`` (0 = first) of ``wait_for_decision``: 1 s, doubling
-    up to ``max_interval`` (30 s when None). A cap below 2 s starts at half of it, so the waits grow
-    at least once: flat polling is what the fake reports as ``status_polling_unbounded``."""
+    up to ``max_interval`` (30 s when None)."""
     cap = POLL_MAX_SECONDS if max_interval is None else min(POLL_MAX_SECONDS, max_interval)
-    first = min(POLL_INITIAL_SECONDS, cap / 2)
-    return min(cap, first * (2.0**poll_index))
+    return min(cap, POLL_INITIAL_SECONDS * (2.0**poll_index))

@@ -156,10 +156,8 @@ async def test_wait_for_decision_stops_at_a_final_state(fake, admin, new_client)
     ("max_interval", "delays"),
     [
         (None, [1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0]),
-        (3.0, [1.0, 2.0, 3.0, 3.0, 3.0, 3.0, 3.0]),
-        (2.0, [1.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0]),
-        (1.5, [0.75, 1.5, 1.5, 1.5, 1.5, 1.5, 1.5]),
-        (1.0, [0.5, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]),  # a cap below 2 s: the waits still grow once
+        (5.0, [1.0, 2.0, 4.0, 5.0, 5.0, 5.0, 5.0]),
+        (3.0, [1.0, 2.0, 3.0, 3.0, 3.0, 3.0, 3.0]),  # the smallest cap
     ],
 )
 async def test_wait_for_decision_backs_off_up_to_max_interval(

@@ -107,8 +107,8 @@ async def test_an_answer_the_models_cannot_read_is_an_invalid_response_with_the_
     assert isinstance(caught.value.__cause__, ValueError)
 
 
-@pytest.mark.parametrize("max_interval", [-5, 0, 0.5, 0.999, float("nan"), float("inf"), True, "1"])
-async def test_wait_for_decision_refuses_a_max_interval_that_is_no_number_of_at_least_1_second(
+@pytest.mark.parametrize("max_interval", [-5, 0, 1, 2, 2.99, float("nan"), float("inf"), True, "3"])
+async def test_wait_for_decision_refuses_a_max_interval_that_is_no_number_of_at_least_3_seconds(
     fake, new_client, max_interval
 ) -> None:
     client = new_client(fake)

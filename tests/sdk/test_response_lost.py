@@ -3,10 +3,12 @@ the error carries the key, and repeating with it replays — one proposal, one c
 
 from __future__ import annotations
 
+from typing import Any
+
 import httpx
 import pytest
 
-from lucy_memory import AgentMemoryClient, ResponseLostError
+from lucy_memory import AgentMemoryClient, ResponseLostError, TransportRequest, TransportResponse
 from tests.sdk.helpers import RaisingTransport, http_transport, proposal_json
 
 pytestmark = pytest.mark.anyio
@@ -131,3 +133,44 @@ async def test_a_custom_transports_other_exceptions_are_not_called_lost_response
     )
     with pytest.raises(TypeError):
         await client.propose(proposal_json(), idempotency_key="my-key-1")
+
+
+class FlakyTransport:
+    """Loses the first ``losses`` answers (a read timeout), then forwards every request."""
+
+    def __init__(self, inner: Any, losses: int) -> None:
+        self.inner = inner
+        self.losses = losses
+        self.max_retries = inner.max_retries
+        self.sent: list[TransportRequest] = []
+
+    async def send(self, request: TransportRequest) -> TransportResponse:
+        self.sent.append(request)
+        if len(self.sent) <= self.losses:
+            raise httpx.ReadTimeout("timed out")
+        response: TransportResponse = await self.inner.send(request)
+        return response
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+@pytest.mark.parametrize("max_retries", [0, 2, 10])
+async def test_repeated_recoveries_never_send_a_retry_header_past_max_retries(
+    fake, admin, new_client, max_retries: int
+) -> None:
+    """Each recovery after a loss goes on counting the key's attempts, up to ``max_retries``:
+    the header stays one the service takes (0–10) however often the answer is lost."""
+    flaky = FlakyTransport(http_transport(fake), losses=12)
+    client = new_client(fake, transport=flaky, max_retries=max_retries)
+    body = proposal_json("Recovered at last.")
+    with pytest.raises(ResponseLostError) as lost:
+        await client.propose(body)
+    key = lost.value.idempotency_key
+    for _ in range(11):
+        with pytest.raises(ResponseLostError):
+            await client.propose(body, idempotency_key=key)
+    recovered = await client.propose(body, idempotency_key=key)
+    assert recovered.proposal.status == "pending"
+    headers = [request.attempt for request in flaky.sent]
+    assert headers == [min(n, max_retries) for n in range(13)]
