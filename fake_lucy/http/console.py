@@ -150,6 +150,10 @@ class _Refused(Exception):
     """A state change without a session, a CSRF token or a same-origin Origin (→ 403)."""
 
 
+class _NoSession(_Refused):
+    """A state change without a session (it ended, or never was): the refusal leads to the login page."""
+
+
 class _BadInput(Exception):
     """A page or form value that cannot be read (→ 400)."""
 
@@ -174,8 +178,14 @@ class Console:
         html = self.env.get_template(template).render(**context)
         return HTMLResponse(html, status_code=http_status, headers=SECURITY_HEADERS)
 
-    def message(self, title: str, text: str, *, status: int, session: Session | None = None) -> HTMLResponse:
-        return self.render("message.html", http_status=status, title=title, text=text, session=session)
+    def message(
+        self, title: str, text: str, *, status: int, session: Session | None = None, login: bool = False
+    ) -> HTMLResponse:
+        """A page saying ``title`` and ``text``; ``login``: with a link to the login page instead of
+        the console's (the console's script goes there at once)."""
+        return self.render(
+            "message.html", http_status=status, title=title, text=text, session=session, login=login
+        )
 
     def to_login(self) -> Response:
         return RedirectResponse(PREFIX + "/login", status_code=303, headers=SECURITY_HEADERS)
@@ -210,7 +220,7 @@ class Console:
 
     def _check(self, session: Session | None, request: Request, form: Mapping[str, str]) -> Session:
         if session is None:
-            raise _Refused("no session: log in first")
+            raise _NoSession("no session: log in first")
         if not self._same_origin(request):
             raise _Refused("the request does not come from this console's origin")
         token = form.get("csrf_token", "")
@@ -265,7 +275,7 @@ class Console:
                 session = self._check(self._session(conn, request), request, form)
                 target = action(conn, session, form)
         except _Refused as exc:
-            return self.message("Refused", str(exc), status=403)
+            return self.message("Refused", str(exc), status=403, login=isinstance(exc, _NoSession))
         except _BadInput as exc:
             return self.message("Bad request", str(exc), status=400)
         except DomainError as error:

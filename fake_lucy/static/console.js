@@ -43,7 +43,8 @@
         });
       })
       .catch(function () {
-        form.submit(); // no answer at all: the browser's own submission, which shows what happened
+        // never sent again by itself: the fake may have done it before the answer was lost
+        note(form, "No answer from the fake: the action may or may not have been done. Reload the page to see.");
       })
       .finally(function () {
         if (submitter) {
@@ -54,14 +55,21 @@
 
   function refuse(form, html, status) {
     var answer = new DOMParser().parseFromString(html, "text/html");
+    if (answer.querySelector(".message[data-login]")) {
+      window.location.assign(body.dataset.login); // the session ended: log in again
+      return;
+    }
     var title = answer.querySelector(".message h1");
     var text = answer.querySelector(".message p");
-    var note = document.createElement("p");
-    note.className = "refusal error";
-    note.setAttribute("role", "alert");
-    note.textContent =
-      title && text ? title.textContent + ": " + text.textContent : "Refused (HTTP " + status + ").";
-    form.after(note);
+    note(form, title && text ? title.textContent + ": " + text.textContent : "Refused (HTTP " + status + ").");
+  }
+
+  function note(form, text) {
+    var shown = document.createElement("p");
+    shown.className = "refusal error";
+    shown.setAttribute("role", "alert");
+    shown.textContent = text;
+    form.after(shown);
   }
   var types = (body.dataset.live || "").split(" ").filter(Boolean);
   var status = document.getElementById("live-status");

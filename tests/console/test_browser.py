@@ -22,7 +22,7 @@ import httpx
 import pytest
 from mcp import Client
 from mcp.types import Implementation
-from playwright.sync_api import Browser, BrowserContext, Page, expect
+from playwright.sync_api import Browser, BrowserContext, Page, Route, expect
 
 from fake_lucy.domain import sessions
 from fake_lucy.domain.clock import parse_timestamp
@@ -457,3 +457,34 @@ def test_a_refused_form_says_why_beside_it_and_keeps_what_was_typed(page: Page, 
     with control(live) as http:
         after = http.get("/_fake/clock").json()
     assert parse_timestamp(after["now"]) - parse_timestamp(before["now"]) >= 7_200_000_000
+
+
+def test_an_action_whose_answer_is_lost_is_not_sent_again(page: Page, live: LiveServer) -> None:
+    """The fake may have done it: the page says so and leaves the choice to the reviewer."""
+    page.goto(f"{live.base_url}{CONSOLE}/settings")
+    with control(live) as http:
+        http.put("/_fake/clock", json={"frozen": True})
+        before = parse_timestamp(http.get("/_fake/clock").json()["now"])
+    page.reload()
+
+    def done_then_lost(route: Route) -> None:
+        route.fetch()  # the fake does it …
+        route.abort("connectionreset")  # … and the answer never arrives
+
+    page.route("**/clock/advance", done_then_lost)
+    page.get_by_role("textbox", name="Advance by").fill("2h")
+    page.get_by_role("button", name="Advance").click()
+    expect(page.get_by_role("alert")).to_contain_text("may or may not have been done")
+    with control(live) as http:
+        after = parse_timestamp(http.get("/_fake/clock").json()["now"])
+    assert after - before == 7_200_000_000  # once, not twice
+
+
+def test_an_action_after_the_session_ended_leads_to_the_login_page(page: Page, live: LiveServer) -> None:
+    created = propose(live, proposal_body("Decided by nobody."))
+    page.reload()
+    with server_database(live) as conn:
+        conn.execute("DELETE FROM console_sessions")  # a logout in another tab
+    page.get_by_role("button", name=f"Approve {created['id']}").click()
+    expect(page.get_by_label("Admin token")).to_be_visible()
+    assert proposal_status(live, created["id"])["status"] == "pending"
