@@ -482,6 +482,7 @@ def test_an_action_whose_answer_is_lost_is_not_sent_again(page: Page, live: Live
 
 def test_an_action_after_the_session_ended_leads_to_the_login_page(page: Page, live: LiveServer) -> None:
     created = propose(live, proposal_body("Decided by nobody."))
+    page.route("**/events*", lambda route: route.abort())  # no live updates: the page stays as it is
     page.reload()
     with server_database(live) as conn:
         conn.execute("DELETE FROM console_sessions")  # a logout in another tab
