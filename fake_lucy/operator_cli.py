@@ -18,7 +18,7 @@ import math
 import os
 import re
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
@@ -31,7 +31,7 @@ from fake_lucy.domain import findings
 from fake_lucy.domain.clock import parse_timestamp
 from fake_lucy.domain.defaults import DEFAULT_ADMIN_TOKEN
 from fake_lucy.files import write_atomically
-from fake_lucy.text import one_line, visible
+from fake_lucy.text import one_line, pieces, visible
 from lucy_memory._contract import (
     PROPOSAL_STATES,
     TOKEN_RULE,
@@ -98,11 +98,14 @@ def _timestamp(text: str) -> str:
     """An ISO 8601 time (``2027-01-01``, ``2027-01-01T09:00:00Z``) in the API's form."""
     try:
         moment = datetime.fromisoformat(text)
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)
+        moment = moment.astimezone(UTC)
     except ValueError:
         raise UsageError(f"{text!r} is not a time (like 2027-01-01T09:00:00Z)") from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    except OverflowError:  # a time zone that moves it out of years 1–9999
+        raise UsageError(f"{text!r} is outside the years 1 to 9999 in UTC") from None
+    return f"{moment.year:04d}-" + moment.strftime("%m-%dT%H:%M:%S.%fZ")
 
 
 # -- the command line ---------------------------------------------------------------------------
@@ -285,9 +288,20 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     except ApiError as exc:
         print(f"fake-lucy: {one_line(str(exc))}", file=err)
         return 1
-    except KeyboardInterrupt:  # the end of requests --follow
-        return 0
+    except KeyboardInterrupt:
+        if getattr(args, "follow", False):  # the end of requests --follow
+            return 0
+        print("fake-lucy: interrupted (what was already sent may have been done)", file=err)
+        return INTERRUPTED
+    except BrokenPipeError:  # the reader went (``| head``): stop quietly, as a shell tool does
+        if out is sys.stdout:  # and let nothing be written to the closed pipe at exit
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return CLOSED_PIPE
     return 0
+
+
+INTERRUPTED = 130  # 128 + SIGINT, as shells report a command stopped by Ctrl-C
+CLOSED_PIPE = 141  # 128 + SIGPIPE, as shells report a command whose reader went away
 
 
 def _target(args: argparse.Namespace) -> tuple[str, str]:
@@ -383,8 +397,17 @@ def _reason(exc: httpx.TransportError) -> str:
 
 
 def _answer(response: httpx.Response, url: str) -> Any:
-    if response.status_code < 400:
-        return None if response.status_code == 204 or not response.content else response.json()
+    if 200 <= response.status_code < 300:
+        if response.status_code == 204 or not response.content:
+            return None
+        try:
+            return response.json()
+        except ValueError:
+            pass
+    if response.status_code < 400:  # not JSON, a redirect: something other than the fake answered
+        raise ApiError(
+            f"HTTP {response.status_code} from {url} (not an answer of fake-lucy)", response.status_code
+        )
     try:
         problem = response.json()
         detail = f"{response.status_code} {problem['code']}: {problem['detail']}"
@@ -401,10 +424,21 @@ def _answer(response: httpx.Response, url: str) -> Any:
 
 
 def _cell(value: Any, width: int | None = None) -> str:
-    text = "–" if value is None or value == "" else visible(str(value)).replace("\n", "⏎").replace("\t", " ")
-    if width is not None and len(text) > width:
-        text = text[: width - 1] + "…"
-    return text
+    """A table cell: invisible characters as their markers, cut to ``width`` (never in a marker)."""
+    if value is None or value == "":
+        return "–"
+    text = str(value).replace("\n", "⏎").replace("\t", " ")
+    units = [unit for piece, marker in pieces(text) for unit in ([piece] if marker else piece)]
+    if width is None or sum(map(len, units)) <= width:
+        return "".join(units)
+    kept: list[str] = []
+    used = 0
+    for unit in units:
+        if used + len(unit) > width - 1:
+            break
+        kept.append(unit)
+        used += len(unit)
+    return "".join(kept) + "…"
 
 
 def _table(out: TextIO, rows: Sequence[dict[str, str]]) -> None:
@@ -539,23 +573,54 @@ def _requests(api: _Api, args: argparse.Namespace, out: TextIO) -> None:
         _print_requests(api, args, out, stream)
 
 
+# The columns of ``requests --follow``, each as wide as its widest cell to come is likely to be:
+# the rows that arrive later are printed in these (or the listing's wider) widths.
+_FOLLOW_WIDTHS = {
+    "AT": 19,
+    "OPERATION": 15,
+    "STATUS": 6,
+    "CHARGED": 7,
+    "KEY": 14,
+    "RETRY": 5,
+    "CREDENTIAL": 24,
+    "MARKS": 0,
+}
+
+
 def _print_requests(
     api: _Api, args: argparse.Namespace, out: TextIO, stream: Iterator[dict[str, Any]] | None
 ) -> None:
-    items = api.call("GET", "/requests", limit=args.limit)["items"]
+    items: list[dict[str, Any]] = []
+    cursor = None
+    while True:  # the newest ``limit``, in pages of 100
+        page = api.call("GET", "/requests", limit=args.limit, cursor=cursor)
+        items.extend(page["items"])
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
     seen = {item["request_id"] for item in items}
+    rows = [_request_row(item) for item in items]
+    widths = [max([minimum, *(len(row[name]) for row in rows)]) for name, minimum in _FOLLOW_WIDTHS.items()]
+
+    def line(cells: Iterable[str]) -> None:
+        print(
+            "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip(), file=out, flush=True
+        )
+
     if args.json and stream is None:  # a list, as every other --json
         _json(out, items)
     elif args.json:  # a stream has no end to close a list at: one object per line (JSON Lines)
         for item in items:
             print(json.dumps(item, ensure_ascii=False), file=out, flush=True)
-    else:
-        _table(out, [_request_row(item) for item in items])
-        if not items and stream is None:
+    elif stream is None:
+        _table(out, rows)
+        if not items:
             print("no requests", file=out)
+    else:  # the header even over no rows, in widths that leave room for the rows to come
+        for cells in ([*_FOLLOW_WIDTHS], *(row.values() for row in rows)):
+            line(cells)
     if stream is None:
         return
-    widths = [19, 15, 6, 7, 14, 5, 18, 0]
     for event in stream:
         if event["type"] != "request" or event["data"]["request_id"] in seen:
             continue
@@ -563,12 +628,7 @@ def _print_requests(
         if args.json:
             print(json.dumps(item, ensure_ascii=False), file=out, flush=True)
         else:
-            cells = _request_row(item).values()
-            print(
-                "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip(),
-                file=out,
-                flush=True,
-            )
+            line(_request_row(item).values())
 
 
 def _finding_row(f: dict[str, Any]) -> dict[str, str]:
@@ -659,7 +719,8 @@ def _chosen_tenants(api: _Api, args: argparse.Namespace) -> list[dict[str, Any]]
         items = [t for t in items if t["tenant"].startswith(args.prefix)]
     if args.older_than is not None:
         age = parse_duration(args.older_than)
-        now_us = parse_timestamp(api.call("GET", "/clock")["now"])
+        # the listing's own now: the server clock, even for a tenant admin (whose clock is its own)
+        now_us = parse_timestamp(api.call("GET", "/tenants", limit=1)["now"])
         items = [
             t for t in items if t["created_at"] and now_us - parse_timestamp(t["created_at"]) > age * 1e6
         ]

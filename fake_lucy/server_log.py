@@ -48,8 +48,16 @@ class RequestLogger:
 
     def __init__(self, stream: TextIO | None = None) -> None:
         self.stream = stream
+        self.failed = False
 
     def __call__(self, operation: str, row: JournalRow | None, status: int | None, ms: float) -> None:
+        """Write the line; a log that cannot be written (stderr closed, a full disk) is given up,
+        never the request: the log is instrumentation, and the answer stands."""
+        if self.failed:
+            return
         stream = self.stream or sys.stderr
-        stream.write(request_line(operation, row, status, ms) + "\n")
-        stream.flush()
+        try:
+            stream.write(request_line(operation, row, status, ms) + "\n")
+            stream.flush()
+        except (OSError, ValueError):  # ValueError: the stream was closed
+            self.failed = True

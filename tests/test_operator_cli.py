@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import http.server
 import io
 import json
+import re
 import subprocess
 import sys
 import threading
@@ -15,7 +17,12 @@ import httpx
 import pytest
 
 from fake_lucy import cli
+from fake_lucy.app import create_app
+from fake_lucy.domain.defaults import DEV_TOKEN
 from fake_lucy.operator_cli import UsageError, parse_duration
+from fake_lucy.runtime import FakeLucy
+from fake_lucy.server_log import RequestLogger
+from fake_lucy.settings import FakeLucySettings
 from fake_lucy.testing import LiveServer, ServeProcess
 from fake_lucy.testing.tls import shared_tls_context
 from tests.helpers import V1, proposal_body
@@ -596,3 +603,173 @@ def test_an_error_naming_a_line_break_or_an_escape_is_still_one_line(
     shown.write_text("not json")
     code, _, err = fake_lucy(capsys, "snapshot", "import", str(shown))
     assert (code, len(err.splitlines())) == (2, 1)
+
+
+def _recalls(server: LiveServer, count: int) -> list[str]:
+    with httpx.Client(
+        base_url=server.base_url, headers={"Authorization": f"Bearer {server.dev_token}"}
+    ) as http:
+        return [
+            http.post(V1 + "/recall", json={"query": "tuesday"}).headers["Lucy-Request-Id"]
+            for _ in range(count)
+        ]
+
+
+def test_requests_limit_over_a_page_shows_the_newest_rows(
+    live: LiveServer, url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sent = _recalls(live, 130)
+    code, out, _ = fake_lucy(capsys, "requests", "--limit", "120", "--json")
+    assert code == 0
+    assert [row["request_id"] for row in json.loads(out)] == sent[-120:]
+
+
+def test_requests_follow_prints_its_header_at_once_and_each_new_row_under_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("FAKE_LUCY_ADMIN_TOKEN", raising=False)
+    with LiveServer.start(tmp_path) as server:
+        args = cli._parser().parse_args(["requests", "--follow", "--url", server.base_url])
+        out = _Lines()
+        follower = threading.Thread(target=lambda: cli.operator_cli.run(args, out, io.StringIO()))
+        follower.start()
+        try:
+            assert out.wait_for("OPERATION"), "the header, over no rows yet"
+            _recalls(server, 1)
+            assert out.wait_for("recall"), out.getvalue()
+        finally:
+            server.stop()
+            follower.join(10)
+    header, row = out.getvalue().splitlines()
+    assert row.index("recall") == header.index("OPERATION")
+    assert row.index("200") == header.index("STATUS")
+    assert row.index("cred_dev_default") == header.index("CREDENTIAL")
+
+
+@pytest.mark.parametrize("moment", ["0001-01-01T00:00:00+05:00", "9999-12-31T23:59:59-05:00"])
+def test_clock_set_to_a_time_outside_the_years_is_a_usage_error(
+    live: LiveServer, url: str, capsys: pytest.CaptureFixture[str], moment: str
+) -> None:
+    code, out, err = fake_lucy(capsys, "clock", "set", moment)
+    assert (code, out) == (2, "")
+    assert err == f"fake-lucy: {moment!r} is outside the years 1 to 9999 in UTC\n"
+
+
+def test_an_address_where_something_else_answers_is_one_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class NotTheFake(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path.startswith("/_fake/memories"):
+                self.send_response(301)
+                self.send_header("Location", "/elsewhere/")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            body = b"<html>a web site</html>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    monkeypatch.delenv("FAKE_LUCY_ADMIN_TOKEN", raising=False)
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), NotTheFake) as site:
+        threading.Thread(target=site.serve_forever, daemon=True).start()
+        address = f"http://127.0.0.1:{site.server_address[1]}"
+        try:
+            for command in ("proposals", "memories"):
+                code, out, err = fake_lucy(capsys, command, "--url", address)
+                assert (code, out, len(err.splitlines())) == (1, "", 1), err
+                assert "not an answer of fake-lucy" in err
+        finally:
+            site.shutdown()
+
+
+def test_ctrl_c_during_a_command_is_no_success(
+    live: LiveServer, url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def interrupted(*_: Any) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setitem(cli.operator_cli._HANDLERS, "approve", interrupted)
+    code, out, err = fake_lucy(capsys, "approve", "prop_" + "a" * 22)
+    assert (code, out) == (130, "")
+    assert err == "fake-lucy: interrupted (what was already sent may have been done)\n"
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly(live: LiveServer, url: str) -> None:
+    for n in range(3):
+        propose(live, f"Plan number {n}.")
+    with subprocess.Popen(  # noqa: S603 - our own console script
+        [str(Path(sys.executable).with_name("fake-lucy")), "proposals"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    ) as command:
+        assert command.stdout is not None
+        command.stdout.close()  # as `| head -0` does
+        _, err = command.communicate(timeout=60)
+    assert command.returncode == 141
+    assert err == b""
+
+
+def test_a_tenant_admins_prune_ages_tenants_by_the_server_clock(
+    live: LiveServer, url: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    created = control(live, "POST", "/tenants", json={"tenant": "pytest-young"})
+    token_file = tmp_path / "tenant-admin"
+    token_file.write_text(created["admin_token"])
+    moved = httpx.post(
+        live.base_url + "/_fake/clock/advance",
+        json={"seconds": 7200},
+        headers={"Authorization": f"Bearer {created['admin_token']}"},
+        verify=shared_tls_context(),
+    )
+    assert moved.status_code == 200  # its own clock is two hours on; the server clock is not
+    code, out, _ = fake_lucy(
+        capsys, "tenants", "prune", "--older-than", "1h", "--dry-run", "--admin-token-file", str(token_file)
+    )
+    assert (code, out) == (0, "0 tenants would be deleted\n")
+
+
+def test_a_long_cell_is_never_cut_inside_a_marker(
+    live: LiveServer, url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    propose(live, "a" * 55 + "\u200b" * 5 + "bbbbb")
+    code, out, _ = fake_lucy(capsys, "proposals")
+    assert code == 0
+    [row] = [line for line in out.splitlines() if "aaaa" in line]
+    assert "aaaa…" in row or "⟨U+200B⟩…" in row
+    assert re.search(r"⟨U\+[0-9A-F]*…", row) is None, row
+
+
+class _ClosedStream(io.StringIO):
+    """A stderr whose reader went away (``fake-lucy serve 2>&1 | head``): every write fails."""
+
+    def write(self, text: str) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+@pytest.mark.anyio
+async def test_a_server_log_that_cannot_be_written_never_changes_an_answer(tmp_path: Path) -> None:
+    fake = FakeLucy(FakeLucySettings(database=str(tmp_path / "log.sqlite3")))
+    log = RequestLogger(_ClosedStream())
+    app = create_app(fake, request_log=log)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8787") as client:
+        statuses = [
+            (
+                await client.post(
+                    V1 + "/recall",
+                    json={"query": "tuesday"},
+                    headers={"Authorization": f"Bearer {DEV_TOKEN}"},
+                )
+            ).status_code
+            for _ in range(3)
+        ]
+    fake.close()
+    assert statuses == [200, 200, 200]  # charged and answered: the log is instrumentation
+    assert log.failed

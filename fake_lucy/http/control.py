@@ -285,7 +285,8 @@ def _list_tenants(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> 
     _only_query(ctx, ("limit", "cursor"))
     limit = _query_int(ctx, "limit", PAGE_SIZE, 1, MAX_PAGE)
     page = admin.tenants(conn, after=_seq_cursor(ctx), limit=limit, scope=ctx.scope)
-    return 200, _page(page, tenant_dict)
+    # the server clock, by which created_at is: ages a tenant admin computes too (its clock is its own)
+    return 200, {**_page(page, tenant_dict), "now": clock.now(conn)}
 
 
 def _list_findings(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
