@@ -280,7 +280,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     try:
         url, token = _target(args)
         with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30) as http:
-            api = _Api(http, url)
+            api = _Api(http, _shown(url))
             _HANDLERS[args.command](api, args, out)
     except UsageError as exc:
         print(f"fake-lucy: {one_line(str(exc))}", file=err)
@@ -340,6 +340,14 @@ def _checked_token(token: str, where: str) -> str:
     if not valid_token(token):
         raise UsageError(f"{where} must be {TOKEN_RULE}")
     return token
+
+
+def _shown(url: str) -> str:
+    """The URL as errors name it: without a user name or password it may carry."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]).geturl()
 
 
 class _Api:

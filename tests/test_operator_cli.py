@@ -6,6 +6,7 @@ import http.server
 import io
 import json
 import re
+import socket
 import subprocess
 import sys
 import threading
@@ -773,3 +774,16 @@ async def test_a_server_log_that_cannot_be_written_never_changes_an_answer(tmp_p
     fake.close()
     assert statuses == [200, 200, 200]  # charged and answered: the log is instrumentation
     assert log.failed
+
+
+def test_an_error_never_repeats_a_password_in_the_url(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("FAKE_LUCY_ADMIN_TOKEN", raising=False)
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    code, _, err = fake_lucy(capsys, "proposals", "--url", f"http://operator:s3cret-pass@127.0.0.1:{port}")
+    assert code == 1
+    assert "s3cret-pass" not in err
+    assert f"cannot reach http://127.0.0.1:{port} (" in err
