@@ -217,8 +217,11 @@ def retire_replaced(conn: sqlite3.Connection, before: Incarnations) -> None:
     """After a change of the whole state (a server reset, a restore of every tenant): each tenant
     of ``before`` that is gone, or is there again under another admin token, is retired as a
     deletion retires it. Otherwise a console session or an open event stream of its admin, or a
-    ``Last-Event-ID`` resume, would reach the tenant made later under its id."""
+    ``Last-Event-ID`` resume, would reach the tenant made later under its id. A tenant that was not
+    there before reads no event from before it came, as one made by ``create``."""
     after = queries.tenant_admin_hashes(conn)
     for tenant, admin_hash in before.items():
         if tenant not in after or after[tenant] != admin_hash:
             _retire(conn, tenant)
+    for tenant in after.keys() - before.keys():
+        events.seal_tenant(conn, tenant)

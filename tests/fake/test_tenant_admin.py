@@ -490,3 +490,17 @@ async def test_a_new_tenants_admin_reads_no_event_from_before_the_tenant_was_mad
         first = await stream.next()
     assert (first.type, first.tenant) == ("clock.changed", None)
     assert parse_timestamp(first.data["now"]) == parse_timestamp((await admin.clock())["now"])
+
+
+async def test_a_tenant_a_whole_restore_brings_in_reads_no_event_from_before(fake, admin) -> None:
+    created = await admin.create_tenant("returning")
+    document = await admin.call("GET", "/snapshot")
+    await admin.delete_tenant("returning")
+    await admin.advance_clock(60)  # a server-wide event while the tenant is not there
+    await admin.call("PUT", "/snapshot", document)  # and back it comes, with its admin token
+    async with (
+        fake.client(created["admin_token"]) as http,
+        FakeAdmin(http, tenant="returning").watch(after=0) as stream,
+    ):
+        first = await stream.next()
+    assert (first.type, first.tenant, first.data) == ("reset", None, {"snapshot": True})
