@@ -44,7 +44,16 @@ def write_atomically(path: Path, data: bytes) -> None:
 
 
 def _umask() -> int:
-    mask = os.umask(0o077)  # reading the umask means setting it: set it back at once
+    """The process's umask: read from /proc where Linux offers it (reading it otherwise means
+    setting it for a moment, which another thread creating a file then would meet)."""
+    try:
+        with Path("/proc/self/status").open(encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):  # not Linux, or no such line: the portable way
+        pass
+    mask = os.umask(0o077)
     os.umask(mask)
     return mask
 
