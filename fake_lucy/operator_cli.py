@@ -157,14 +157,28 @@ def refuse_admin_token(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--admin-token", nargs="?", action=_RefuseToken, help=argparse.SUPPRESS)
 
 
-def _at_least_one(text: str) -> int:
+def _whole_number(text: str, least: int, rule: str) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
+    if value < least:
+        raise argparse.ArgumentTypeError(rule)
     return value
+
+
+def _at_least_one(text: str) -> int:
+    return _whole_number(text, 1, "must be at least 1")
+
+
+def _not_negative(text: str) -> int:
+    return _whole_number(text, 0, "must not be negative")
+
+
+def _an_id(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an id is not empty")
+    return text
 
 
 def _common(default: Any = None) -> argparse.ArgumentParser:
@@ -196,7 +210,7 @@ def add_commands(commands: Any) -> None:
     proposals.add_argument("--limit", type=_at_least_one, help="show at most this many")
     for verb, text in (("approve", "approve"), ("reject", "reject"), ("expire", "expire")):
         decide = commands.add_parser(verb, parents=[common], help=f"{text} pending proposals")
-        decide.add_argument("ids", nargs="+", metavar="ID")
+        decide.add_argument("ids", nargs="+", metavar="ID", type=_an_id)
         if verb == "reject":
             decide.add_argument("--reason", help="the reason, stored as reason_detail")
     memories = commands.add_parser("memories", parents=[common], help="list memories")
@@ -224,13 +238,13 @@ def add_commands(commands: Any) -> None:
     add = fault_actions.add_parser("add", parents=[again], help="add a fault")
     add.add_argument("operation", choices=("recall", "propose", "proposal_status", "any"))
     add.add_argument("status", type=int, choices=(429, 500, 502, 503, 504))
-    add.add_argument("--count", type=int)
+    add.add_argument("--count", type=_at_least_one)
     add.add_argument("--code")
-    add.add_argument("--retry-after", type=int)
+    add.add_argument("--retry-after", type=_not_negative)
     add.add_argument("--phase", choices=("before", "after_commit", "in_flight"))
     add.add_argument("--drop-connection", action="store_true", default=None)
-    add.add_argument("--delay-ms", type=int)
-    add.add_argument("--hold-ms", type=int)
+    add.add_argument("--delay-ms", type=_not_negative)
+    add.add_argument("--hold-ms", type=_not_negative)
     add.add_argument("--credential-id")
     fault_actions.add_parser("clear", parents=[again], help="remove every fault")
     commands.add_parser("reset", parents=[common], help="reset the fake to its seed")
@@ -259,7 +273,7 @@ def add_commands(commands: Any) -> None:
         "create", parents=[again], help="a new tenant; prints its credential and admin tokens once"
     )
     create.add_argument("--tenant", help="its id (default: a generated one)")
-    create.add_argument("--credits", type=int, help="the account's initial balance (default 1000)")
+    create.add_argument("--credits", type=_not_negative, help="the account's initial balance (default 1000)")
     delete = tenant_actions.add_parser("delete", parents=[again], help="delete a tenant and all it holds")
     delete.add_argument("tenant")
     snapshots = commands.add_parser("snapshot", parents=[common], help="export or import the whole state")

@@ -177,6 +177,20 @@ def test_every_usage_error_is_one_line_naming_the_help(capsys: pytest.CaptureFix
         ("memories", "--limit", "0"): "fake-lucy memories: argument --limit: must be at least 1",
         ("requests", "--limit", "x"): "fake-lucy requests: argument --limit: 'x' is not a whole number",
         ("proposals", "--stat", "pending"): "fake-lucy: unrecognized arguments: --stat pending",
+        ("approve", ""): "fake-lucy approve: argument ID: an id is not empty",
+        (
+            "faults",
+            "add",
+            "recall",
+            "503",
+            "--count",
+            "0",
+        ): "fake-lucy faults add: argument --count: must be at least 1",
+        (
+            "tenants",
+            "create",
+            "--credits=-5",
+        ): "fake-lucy tenants create: argument --credits: must not be negative",
         ("tenants", "prune", "--older-than", "-1h"): "fake-lucy tenants prune: argument --older-than:"
         " expected one argument (-1h reads as an option: durations, counts and balances are never negative)",
     }
