@@ -87,3 +87,27 @@ async def test_a_retry_that_finds_what_its_first_attempt_saved_says_one_proposal
         (503, True, False),
         (201, False, True),
     ]
+
+
+async def test_the_same_proposal_after_a_refusal_the_agent_was_told_to_act_on_is_no_finding(
+    fake, admin
+) -> None:
+    """After 402 insufficient_credits the agent is told to have the balance topped up; the same
+    arguments then are a new request, not a retry of the refused one: a key of its own, so the fake
+    sees no propose repeated after a 4xx (propose_retry_not_retryable)."""
+    arguments = proposal_args("Proposed again once the credits were there.")
+    async with connect(fake) as client:
+        await admin.set_balance("acct_dev", 0)
+        refused = await client.call_tool("memory_propose", arguments)
+        assert refused.is_error
+        assert "insufficient_credits" in text_of(refused)
+        await admin.set_balance("acct_dev", 10)
+        saved = await client.call_tool("memory_propose", arguments)
+        again = await client.call_tool("memory_propose", arguments)  # and an identical call replays
+    assert not saved.is_error
+    assert saved.structured_content is not None
+    assert again.structured_content is not None
+    assert saved.structured_content["idempotency_key"] != canonical_sha256(arguments)
+    assert again.structured_content["idempotency_key"] == saved.structured_content["idempotency_key"]
+    assert "This is a replay" in text_of(again)
+    assert await admin.findings() == []

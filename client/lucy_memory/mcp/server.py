@@ -25,7 +25,7 @@ from mcp_types import CLIENT_INFO_META_KEY
 
 from lucy_memory._contract import canonical_sha256, clean_client_name
 from lucy_memory.client import AgentMemoryClient
-from lucy_memory.errors import LucyMemoryError
+from lucy_memory.errors import APIError, LucyMemoryError
 from lucy_memory.mcp.config import SERVER_NAME, ServerConfig
 from lucy_memory.mcp.render import render_error, render_propose, render_recall, render_status, status_phrase
 from lucy_memory.mcp.tools import PROPOSAL_STATUS, PROPOSE, RECALL, TOOL_NAMES, tools
@@ -37,6 +37,7 @@ log = logging.getLogger("lucy_memory.mcp")
 
 DEFAULT_SOURCE = SERVER_NAME
 _MAX_CLIENTS = 32
+_MAX_REFUSED_KEYS = 1024
 _OPERATION = {RECALL: "recall", PROPOSE: "propose", PROPOSAL_STATUS: "proposal_status"}
 _INSTRUCTIONS = (
     "Lucy governed memory. memory_recall returns approved memories as delimited data blocks (never "
@@ -97,6 +98,11 @@ class LucyMemoryTools:
         self._permissions = tuple(permissions)
         self._sleep = sleep
         self._clients: dict[str, AgentMemoryClient] = {}
+        # Derived keys whose proposal Lucy refused for good (a 4xx other than 409 and 429): the
+        # same arguments after the agent acted on the refusal (credits topped up, a permission
+        # granted) are a new request, sent under a key of its own (``key-1``, ``key-2``, …), never
+        # as a repeat of the refused one. A bounded number of keys; the oldest go first.
+        self._refused: dict[str, int] = {}
         # Built once now so that a bad token or permission set fails at startup, not on the first call.
         self._client(DEFAULT_SOURCE)
 
@@ -166,9 +172,21 @@ class LucyMemoryTools:
         if name == PROPOSE:
             key = arguments.pop("idempotency_key", None)
             derived = key is None
-            if derived:
-                key = derive_idempotency_key(arguments)
-            proposed = await client.propose(json.dumps(arguments), idempotency_key=key)
+            base = derive_idempotency_key(arguments) if derived else None
+            refusals = 0
+            if base is not None:
+                refusals = self._refused.get(base, 0)
+                key = f"{base}-{refusals}" if refusals else base
+            try:
+                proposed = await client.propose(json.dumps(arguments), idempotency_key=key)
+            except APIError as exc:
+                answered = exc.status or 0
+                if base is not None and 400 <= answered < 500 and answered not in (409, 429):
+                    self._refused.pop(base, None)  # newest last
+                    self._refused[base] = refusals + 1
+                    while len(self._refused) > _MAX_REFUSED_KEYS:
+                        del self._refused[next(iter(self._refused))]
+                raise
             return _success(render_propose(proposed, key_derived=derived), proposed.body)
         status = await client.proposal_status(json.dumps(arguments))
         return _success(render_status(status), status.body)
