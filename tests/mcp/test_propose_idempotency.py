@@ -111,3 +111,25 @@ async def test_the_same_proposal_after_a_refusal_the_agent_was_told_to_act_on_is
     assert again.structured_content["idempotency_key"] == saved.structured_content["idempotency_key"]
     assert "This is a replay" in text_of(again)
     assert await admin.findings() == []
+
+
+async def test_a_proposal_that_would_replace_a_memory_says_which_and_that_it_stays_active(
+    fake, admin
+) -> None:
+    async with connect(fake) as client:
+        first = await client.call_tool(
+            "memory_propose", proposal_args("We use PostgreSQL 16.", topic="database")
+        )
+        assert first.structured_content is not None
+        approved = await admin.approve(first.structured_content["proposal"]["id"])
+        upsert = await client.call_tool(
+            "memory_propose", proposal_args("We use PostgreSQL 17.", topic="database")
+        )
+    memory = approved["memory"]
+    text = one_line(text_of(upsert))
+    assert text.startswith("Not saved yet:")
+    assert (
+        f"It would replace memory {memory['id']} version {memory['version']}, which stays active"
+        " (and recallable) until then." in text
+    )
+    assert "would replace" not in one_line(text_of(first))

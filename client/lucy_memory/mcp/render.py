@@ -100,9 +100,16 @@ def _proposal_state(proposal: Proposal) -> str:
         )
         return f"Saved: proposal {pid} is approved{saved}."
     if proposal.status == "pending":
+        replacing = ""
+        if proposal.replaces is not None:
+            ref = proposal.replaces
+            replacing = (
+                f" It would replace memory {ref.memory_id} version {ref.version}, which stays active"
+                " (and recallable) until then."
+            )
         return (
             f"Not saved yet: proposal {pid} is pending review and is not recallable until Lucy approves it "
-            f"(it expires at {proposal.expires_at:%Y-%m-%dT%H:%M:%SZ}). Check it later with "
+            f"(it expires at {proposal.expires_at:%Y-%m-%dT%H:%M:%SZ}).{replacing} Check it later with "
             "memory_proposal_status (each check costs one credit)."
         )
     reason = f" (reason: {proposal.reason})" if proposal.reason else ""
