@@ -21,6 +21,7 @@ from lucy_memory import client as sdk_client
 from lucy_memory import models
 from lucy_memory._contract import SecretScanner, load_contract, load_json, load_schema, schema_names
 from lucy_memory._contract.files import data_root
+from lucy_memory._contract.secrets import undisguised
 from lucy_memory._contract.validation import schema_validator
 from lucy_memory.mcp.tools import TOOL_NAMES, tool_schemas
 
@@ -230,6 +231,23 @@ def test_a_disguised_secret_is_found_once_normalised_and_missed_as_written(
         assert not any(p.regex.search(text) for p in scanner.patterns), f"{side}: not a disguise"
         assert token is None or token not in text
         assert scanner.find(text, caller_token=token) == example["pattern"], side
+
+
+COMPATIBILITY = load_json("contracts/secret-patterns.json")["compatibility_examples"]["examples"]
+
+
+@pytest.mark.parametrize(
+    "example", COMPATIBILITY, ids=[f"{e['pattern']}-{i}" for i, e in enumerate(COMPATIBILITY)]
+)
+def test_a_secret_that_normalising_would_hide_is_found_as_written(
+    example: dict[str, Any], tmp_path: Path
+) -> None:
+    text = example["text"]
+    for side, scanner in _scanners(tmp_path).items():
+        assert not any(p.regex.search(undisguised(text)) for p in scanner.patterns), (
+            f"{side}: not hidden by NFKC"
+        )
+        assert scanner.find(text) == example["pattern"], side
 
 
 @pytest.mark.parametrize("text", DISGUISED["negative"])

@@ -115,7 +115,9 @@ async def test_a_secret_proposal_still_obeys_the_replaces_rules(
 # -- issue 18, point 6: secrets in disguise, and secrets in the headers the fake keeps ---------------
 
 DISGUISED = load_json("contracts/secret-patterns.json")["disguised"]["examples"]
-PATTERN_DISGUISES = [e["text"] for e in DISGUISED if e["pattern"] != "caller_token"]
+PATTERN_DISGUISES = [e["text"] for e in DISGUISED if e["pattern"] != "caller_token"] + [
+    e["text"] for e in load_json("contracts/secret-patterns.json")["compatibility_examples"]["examples"]
+]
 
 
 @pytest.mark.parametrize("text", PATTERN_DISGUISES)
