@@ -45,7 +45,8 @@ class FakeLucy:
         self.loopback = is_loopback(settings.host)
         configured = settings.resolved_admin_token()
         self.admin_token = configured if configured is not None else DEFAULT_ADMIN_TOKEN
-        self.admin_token_is_builtin = configured is None
+        # the built-in token configured by name is still the public one: refused off loopback too
+        self.admin_token_is_builtin = configured is None or configured == DEFAULT_ADMIN_TOKEN
         self.scanner = SecretScanner()
         self.stop_words = frozenset(self.contract["recall"]["stop_words"])
         self.placeholder: str = self.contract["secret_policy"]["placeholder"]

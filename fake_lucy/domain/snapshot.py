@@ -21,9 +21,10 @@ from typing import Any
 
 from fake_lucy.domain import clock, events, journal, server_state
 from fake_lucy.domain import tenants as tenancy
+from fake_lucy.domain.defaults import BUILTIN_TOKENS, DEFAULT_ADMIN_TOKEN
 from fake_lucy.domain.errors import invalid_field, invalid_request
 from fake_lucy.domain.lifecycle import clear_index, create_index, index_memory
-from fake_lucy.domain.principals import Scope, bump_auth_epoch
+from fake_lucy.domain.principals import Scope, bump_auth_epoch, hash_token
 from fake_lucy.domain.seed import applied_seed
 from fake_lucy.store import snapshot as store
 from lucy_memory._contract import InvalidJSONError, parse_json_object, schema_validator
@@ -455,8 +456,13 @@ def restore_state(
             created_at=(created.get(item["id"]) if tenant is not None else item.get("created_at")) or now,
             place=places.get(item["id"]),
         )
-    admin_hashes = store.admin_token_hashes(conn) | {server_admin_token_sha256} - {None}
+    admin_hashes = store.admin_token_hashes(conn) | {server_admin_token_sha256, _BUILTIN_ADMIN_HASH} - {None}
     for t, item in enumerate(snapshot["tenants"]):
+        if tenant is None and item.get("admin_token_sha256") in _BUILTIN_HASHES:
+            raise invalid_field(
+                f"/tenants/{t}/admin_token_sha256",
+                "is the hash of a built-in token: public, so never a tenant's admin token",
+            )
         for i, credential in enumerate(item["credentials"]):
             if credential["token_sha256"] in admin_hashes:
                 raise invalid_field(
@@ -492,6 +498,9 @@ def _clock_columns(written: dict[str, Any], pointer: str) -> tuple[int | None, i
         raise invalid_field(f"{pointer}/offset_us", "must keep the clock after 1970")
     return None, offset_us
 
+
+_BUILTIN_HASHES = frozenset(hash_token(token) for token in BUILTIN_TOKENS)
+_BUILTIN_ADMIN_HASH = hash_token(DEFAULT_ADMIN_TOKEN)
 
 # Per table, the columns a snapshot item holds under the same name; ``_restore_tenant`` spells out
 # the others (renamed, nested or converted). Kept as a compact table (fmt: skip), not a name a line.
@@ -562,6 +571,8 @@ def _restore_tenant(
     for i, credential in enumerate(tenant["credentials"]):
         values = {
             **_same_named(credential, "credentials"),
+            # built-in (public, refused off loopback) by its hash, whatever the document says
+            "builtin": credential["token_sha256"] in _BUILTIN_HASHES,
             "id": credential["credential_id"],
             "tenant_id": tenant_id,
             "account_id": credential["account"],

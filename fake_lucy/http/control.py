@@ -332,7 +332,7 @@ def admin_scope(fake: FakeLucy, token: str | None) -> tenants.AdminScope:
             raise ProblemError(
                 "unauthenticated",
                 "the built-in admin token is refused when the fake listens on a non-loopback"
-                " address; set FAKE_LUCY_ADMIN_TOKEN or --admin-token-file",
+                " address; set FAKE_LUCY_ADMIN_TOKEN or --admin-token-file to a token of your own",
             )
         return tenants.SERVER
     scope = tenants.authenticate_admin(fake.db.conn, token)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import copy
+import hashlib
 import uuid
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from fake_lucy.domain.defaults import DEFAULT_ADMIN_TOKEN
 from fake_lucy.testing import InProcessFake
 from tests.helpers import V1, proposal_body, propose, recall, status
 
@@ -210,3 +213,42 @@ async def test_no_operation_sequence_leaks_across_tenants_or_accounts(fake, admi
                 for proposal_id, who in owner.items():
                     code = (await status(client, proposal_id)).status_code
                     assert code == (200 if who == actor else 404)
+
+
+async def test_a_restored_snapshot_never_makes_a_built_in_token_work_off_loopback(tmp_path) -> None:
+    """Whether a credential's token is a built-in (public) one is the fake's to know, from the
+    hash: a snapshot saying otherwise, or bringing a built-in token in as a tenant's admin token or
+    as a v1 token, changes nothing of that."""
+    chosen = "an-admin-token-of-this-fake-0123456789"
+    builtin_admin = hashlib.sha256(DEFAULT_ADMIN_TOKEN.encode()).hexdigest()
+    async with InProcessFake.start(tmp_path, host="0.0.0.0", admin_token=chosen) as exposed:  # noqa: S104
+        async with exposed.client(chosen) as http:
+            document = (await http.get("/_fake/snapshot")).json()
+            for tenant in document["tenants"]:
+                for credential in tenant["credentials"]:
+                    credential["builtin"] = False
+            assert (await http.put("/_fake/snapshot", json=document)).status_code == 200
+            async with exposed.client() as dev:
+                assert (await recall(dev, "x")).status_code == 401  # still the public dev token
+            as_v1 = copy.deepcopy(document)
+            as_v1["tenants"][0]["credentials"][0]["token_sha256"] = builtin_admin
+            refused = await http.put("/_fake/snapshot", json=as_v1)
+            assert refused.status_code == 422
+            assert (
+                refused.json()["details"]["errors"][0]["pointer"] == "/tenants/0/credentials/0/token_sha256"
+            )
+            as_admin = copy.deepcopy(document)
+            as_admin["tenants"][0]["admin_token_sha256"] = builtin_admin
+            refused = await http.put("/_fake/snapshot", json=as_admin)
+            assert refused.status_code == 422
+            assert refused.json()["details"]["errors"][0]["pointer"] == "/tenants/0/admin_token_sha256"
+        async with exposed.client(DEFAULT_ADMIN_TOKEN) as http:
+            assert (await http.get("/_fake/clock")).status_code == 401
+
+
+async def test_the_built_in_admin_token_configured_by_name_is_still_refused_off_loopback(tmp_path) -> None:
+    exposing = InProcessFake.start(tmp_path, host="0.0.0.0", admin_token=DEFAULT_ADMIN_TOKEN)  # noqa: S104
+    async with exposing as exposed, exposed.client(DEFAULT_ADMIN_TOKEN) as http:
+        refused = await http.get("/_fake/clock")
+    assert refused.status_code == 401
+    assert "a token of your own" in refused.json()["detail"]
