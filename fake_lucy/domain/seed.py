@@ -15,7 +15,7 @@ from fake_lucy.domain.lifecycle import VersionContent, clear_index, create_memor
 from fake_lucy.domain.principals import NewCredential, Scope, create_credential, ensure_tenant
 from fake_lucy.store import queries
 from fake_lucy.store.schema import STATE_TABLES
-from lucy_memory._contract import canonical_bytes, schema_validator
+from lucy_memory._contract import SecretScanner, canonical_bytes, schema_validator
 
 __all__ = [
     "DEFAULT_SEED",
@@ -55,7 +55,27 @@ def validate_seed(seed: Any) -> dict[str, Any]:
         first = errors[0]
         raise ValueError(f"the seed file does not match seed.schema.json: {first.pointer} {first.detail}")
     result: dict[str, Any] = seed
+    _refuse_secrets(result)
     return result
+
+
+def _refuse_secrets(seed: dict[str, Any]) -> None:
+    """A seed stores no secret-looking text (SPEC 1.5), a seeded credential's own token included:
+    the first one found, as a one-line ``ValueError``."""
+    scanner = SecretScanner()
+    tokens = [credential["token"] for credential in seed.get("credentials", [])]
+    for m, memory in enumerate(seed.get("memories", [])):
+        for field in ("content", "topic", "source"):
+            text = memory.get(field)
+            if not isinstance(text, str):
+                continue
+            found = scanner.find(text)
+            for token in tokens:
+                found = found or scanner.find(text, caller_token=token)
+            if found is not None:
+                raise ValueError(
+                    f"/memories/{m}/{field} holds secret-looking text ({found}); a seed never brings one in"
+                )
 
 
 def is_initialised(conn: sqlite3.Connection) -> bool:

@@ -27,7 +27,7 @@ from fake_lucy.domain.lifecycle import clear_index, create_index, index_memory
 from fake_lucy.domain.principals import Scope, bump_auth_epoch, hash_token
 from fake_lucy.domain.seed import applied_seed
 from fake_lucy.store import snapshot as store
-from lucy_memory._contract import InvalidJSONError, parse_json_object, schema_validator
+from lucy_memory._contract import InvalidJSONError, SecretScanner, parse_json_object, schema_validator
 
 __all__ = ["FORMAT", "VERSION", "export_state", "restore_state", "validate"]
 
@@ -297,6 +297,7 @@ def _check_references(document: dict[str, Any]) -> None:
             versions[memory["id"]] = len(memory["versions"])
         for i, proposal in enumerate(tenant["proposals"]):
             problems.extend(_proposal_problems(f"{base}/proposals/{i}", proposal, versions))
+        problems.extend(_secrets(tenant, base))
         for collection in ("proposals", "idempotency_records", "ledger", "journal"):
             problems.extend(_unheld(tenant, base, collection, held))
         for collection, seen in request_ids.items():
@@ -349,6 +350,46 @@ def _unheld(
 
 def _dangling(pointer: str, kind: str) -> dict[str, str]:
     return {"pointer": pointer, "detail": f"names no {kind} of its tenant"}
+
+
+_SCANNER = SecretScanner()
+
+
+def _secret_found(pointer: str, text: Any) -> list[dict[str, str]]:
+    found = _SCANNER.find(text) if isinstance(text, str) else None
+    if found is None:
+        return []
+    return [
+        {"pointer": pointer, "detail": f"holds secret-looking text ({found}); a snapshot never brings one in"}
+    ]
+
+
+def _strings(node: Any) -> list[str]:
+    if isinstance(node, str):
+        return [node]
+    if isinstance(node, dict):
+        return [text for value in node.values() for text in _strings(value)]
+    if isinstance(node, list):
+        return [text for value in node for text in _strings(value)]
+    return []
+
+
+def _secrets(tenant: dict[str, Any], base: str) -> list[dict[str, str]]:
+    """Secret-looking text the fake would store (SPEC 1.5): a restore is no way around the scan
+    a propose meets. Memory versions, proposals and the stored answers a replay would send."""
+    problems: list[dict[str, str]] = []
+    for m, memory in enumerate(tenant["memories"]):
+        for v, version in enumerate(memory["versions"]):
+            for field in ("content", "topic", "source"):
+                problems += _secret_found(f"{base}/memories/{m}/versions/{v}/{field}", version[field])
+    for i, proposal in enumerate(tenant["proposals"]):
+        for field in ("content", "justification", "topic", "source"):
+            problems += _secret_found(f"{base}/proposals/{i}/{field}", proposal[field])
+    for i, record in enumerate(tenant["idempotency_records"]):
+        if record["body"] is not None and _is_propose_answer(record["body"]):
+            text = "\n".join(_strings(parse_json_object(record["body"])))
+            problems += _secret_found(f"{base}/idempotency_records/{i}/body", text)
+    return problems
 
 
 def _is_propose_answer(body: str) -> bool:

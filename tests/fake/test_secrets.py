@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
+from fake_lucy.runtime import FakeLucy
+from fake_lucy.settings import FakeLucySettings
+from fake_lucy.testing import AdminError
 from lucy_memory._contract import load_json
 from tests.helpers import PROJECT, WORKSPACE, approved_memory, proposal_body, propose, recall, status
 
@@ -193,3 +197,87 @@ async def test_an_ordinary_client_name_and_key_are_still_accepted(api) -> None:
     response = await propose(api, key="retry-0001", headers={"Lucy-Client-Name": "ci%20bot%20%E2%9C%93"})
     assert response.status_code == 201, response.text
     assert response.json()["proposal"]["source"] == "ci bot ✓"
+
+
+# -- secrets that would come in another way: a restored snapshot, a seed --------------------------
+
+AWS = "AKIAIOSFODNN7EXAMPLE"
+
+
+def _first_memory_and_proposal(document: dict) -> tuple[str, dict, dict]:
+    [t] = [i for i, tenant in enumerate(document["tenants"]) if tenant["memories"] and tenant["proposals"]]
+    tenant = document["tenants"][t]
+    return f"/tenants/{t}", tenant["memories"][0], tenant["proposals"][-1]
+
+
+@pytest.mark.parametrize(
+    ("where", "field"),
+    [
+        ("memory", "content"),
+        ("memory", "source"),
+        ("proposal", "content"),
+        ("proposal", "justification"),
+        ("proposal", "source"),
+    ],
+)
+async def test_a_snapshot_holding_a_secret_is_refused_and_changes_nothing(
+    fake, api, admin, where, field
+) -> None:
+    await approved_memory(api, admin, "We use PostgreSQL 16.")
+    await propose(api, proposal_body("Cache with Redis.", justification="Agreed in review."))
+    document = await admin.call("GET", "/snapshot")
+    base, memory, proposal = _first_memory_and_proposal(document)
+    if where == "memory":
+        memory["versions"][0][field] = f"the key is {AWS}"
+        pointer = f"{base}/memories/0/versions/0/{field}"
+    else:
+        proposal[field] = f"the key is {AWS}"
+        [tenant] = [t for t in document["tenants"] if proposal in t["proposals"]]
+        pointer = f"{base}/proposals/{tenant['proposals'].index(proposal)}/{field}"
+    with pytest.raises(AdminError) as refused:
+        await admin.call("PUT", "/snapshot", document)
+    assert refused.value.status == 422
+    [error] = refused.value.problem["details"]["errors"]
+    assert error == {
+        "pointer": pointer,
+        "detail": "holds secret-looking text (aws_access_key_id); a snapshot never brings one in",
+    }
+    assert AWS not in json.dumps(await admin.call("GET", "/snapshot"))
+
+
+def test_a_seed_holding_a_secret_is_refused_before_anything_is_stored(tmp_path: Path) -> None:
+    token = "seeded-agent-token-0123456789abcdef"
+    seed = {
+        "tenants": [{"id": "tenant_seeded"}],
+        "credentials": [
+            {
+                "token": token,
+                "tenant": "tenant_seeded",
+                "account": "acct_seeded",
+                "user": "usr_seeded",
+                "permissions": ["memory:read"],
+                "scopes": [{"kind": "project", "id": "p1"}],
+                "credits": 5,
+            }
+        ],
+        "memories": [
+            {
+                "tenant": "tenant_seeded",
+                "scope": {"kind": "project", "id": "p1"},
+                "kind": "fact",
+                "content": "Plain.",
+            },
+            {
+                "tenant": "tenant_seeded",
+                "scope": {"kind": "project", "id": "p1"},
+                "kind": "fact",
+                "content": f"Our token is {token}.",
+            },
+        ],
+    }
+    path = tmp_path / "seed.json"
+    for content, pattern in ((f"Our token is {token}.", "caller_token"), (f"AWS {AWS}", "aws_access_key_id")):
+        seed["memories"][1]["content"] = content
+        path.write_text(json.dumps(seed), encoding="utf-8")
+        with pytest.raises(ValueError, match=rf"/memories/1/content holds secret-looking text \({pattern}\)"):
+            FakeLucy(FakeLucySettings(database=str(tmp_path / "seeded.sqlite3"), seed=path))
