@@ -12,6 +12,7 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from fake_lucy import __version__
+from fake_lucy.addresses import is_loopback
 from fake_lucy.domain.errors import DomainError
 from fake_lucy.domain.ids import random_request_id
 from fake_lucy.http.console import PREFIX as CONSOLE
@@ -20,10 +21,11 @@ from fake_lucy.http.control import control_router
 from fake_lucy.http.events import EventStream
 from fake_lucy.http.openapi import control_openapi, v1_openapi
 from fake_lucy.http.pipeline import RequestLog, V1Pipeline
-from fake_lucy.http.problems import JSON, json_bytes, problem_response
+from fake_lucy.http.problems import JSON, PROBLEM, TYPE_BASE, json_bytes, problem_response
 from fake_lucy.runtime import FakeLucy
 from fake_lucy.server_log import RequestLogger
 from fake_lucy.settings import FakeLucySettings, load_settings
+from lucy_memory._contract import load_contract
 
 __all__ = ["create_app", "create_app_from_environment"]
 
@@ -100,17 +102,71 @@ class V1Routes:
         await self.app(scope, receive, send)
 
 
+def loopback_host(raw: bytes) -> bool:
+    """Can a ``Host`` header name this machine, with or without a port: an address of 127.0.0.0/8
+    or ``::1``, a name under ``.localhost``, or a name without a dot (``localhost``, the machine's
+    own name, a test client's ``testserver``). DNS rebinding needs a name in a domain the attacker
+    controls, which has a dot and is none of these."""
+    host = raw.decode("latin-1").strip().lower()
+    if host.startswith("["):
+        host = host[: host.find("]") + 1]
+    elif host.count(":") == 1:
+        host = host.partition(":")[0]
+    if not host:
+        return False
+    return is_loopback(host) or host.endswith(".localhost") or ("." not in host and ":" not in host)
+
+
+def _misdirected() -> Response:
+    rule = load_contract("fake-control")["loopback_hosts"]
+    request_id = random_request_id()
+    body = {
+        "type": TYPE_BASE + rule["code"],
+        "title": rule["title"],
+        "status": rule["status"],
+        "detail": "this fake listens on a loopback address and answers only requests addressed to this"
+        " machine (Host localhost, 127.0.0.1 or a name without a dot); bind another address to serve"
+        " other names",
+        "code": rule["code"],
+        "request_id": request_id,
+        "retryable": rule["retryable"],
+    }
+    headers = {"Lucy-Request-Id": request_id, "Fake-Lucy-Version": __version__}
+    return Response(json_bytes(body), status_code=rule["status"], headers=headers, media_type=PROBLEM)
+
+
+class LoopbackHosts:
+    """On a loopback bind, a request whose ``Host`` names another host is 421: a page of another
+    site whose name was made to point at 127.0.0.1 (DNS rebinding) must not reach a fake whose
+    built-in tokens are public. A request without ``Host`` (HTTP/1.0) is let through."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            for name, value in scope["headers"]:
+                if name == b"host":
+                    if not loopback_host(value):
+                        await _misdirected()(scope, receive, send)
+                        return
+                    break
+        await self.app(scope, receive, send)
+
+
 class _FakeLucyApp(FastAPI):
-    """FastAPI with the v1 routes in front of its middleware stack (see ``V1Routes``)."""
+    """FastAPI with the v1 routes in front of its middleware stack (see ``V1Routes``), and on a
+    loopback bind the ``Host`` check in front of everything (``LoopbackHosts``)."""
 
     v1_routes: V1Routes | None = None
+    loopback: bool = False
 
     def build_middleware_stack(self) -> ASGIApp:
         stack = super().build_middleware_stack()
-        if self.v1_routes is None:
-            return stack
-        self.v1_routes.app = stack
-        return self.v1_routes
+        if self.v1_routes is not None:
+            self.v1_routes.app = stack
+            stack = self.v1_routes
+        return LoopbackHosts(stack) if self.loopback else stack
 
 
 @functools.cache
@@ -200,6 +256,7 @@ def create_app(
     app.add_exception_handler(Exception, unexpected)
     app.add_middleware(VersionHeader)
     app.v1_routes = V1Routes(app, pipeline, base)
+    app.loopback = fake.loopback
     return app
 
 
