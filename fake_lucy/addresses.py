@@ -10,12 +10,15 @@ __all__ = ["is_loopback", "path_segment"]
 
 
 def is_loopback(host: str) -> bool:
+    """``localhost``, or an address of 127.0.0.0/8 or ``::1`` (an IPv4-mapped one too)."""
     if host == "localhost":
         return True
     try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
+        address = ipaddress.ip_address(host.strip("[]"))
     except ValueError:
         return False
+    mapped = getattr(address, "ipv4_mapped", None)
+    return address.is_loopback or (mapped is not None and mapped.is_loopback)
 
 
 def path_segment(value: str) -> str:

@@ -113,9 +113,16 @@ def loopback_host(raw: bytes) -> bool:
         host = host[: host.find("]") + 1]
     elif host.count(":") == 1:
         host = host.partition(":")[0]
+    if not host.startswith("["):
+        host = host.removesuffix(".")  # a fully qualified name: localhost. is localhost
     if not host:
         return False
-    return is_loopback(host) or host.endswith(".localhost") or ("." not in host and ":" not in host)
+    return (
+        is_loopback(host)
+        or host.endswith(".localhost")
+        or host == "localhost.localdomain"  # what many systems' /etc/hosts give 127.0.0.1
+        or ("." not in host and ":" not in host)
+    )
 
 
 def _misdirected() -> Response:

@@ -275,7 +275,7 @@ def add_commands(commands: Any) -> None:
     create.add_argument("--tenant", help="its id (default: a generated one)")
     create.add_argument("--credits", type=_not_negative, help="the account's initial balance (default 1000)")
     delete = tenant_actions.add_parser("delete", parents=[again], help="delete a tenant and all it holds")
-    delete.add_argument("tenant")
+    delete.add_argument("tenant", type=_an_id)
     snapshots = commands.add_parser("snapshot", parents=[common], help="export or import the whole state")
     snapshot_actions = snapshots.add_subparsers(dest="action", required=True)
     export = snapshot_actions.add_parser(
@@ -291,27 +291,42 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     """Run one operator command; returns the exit code."""
     out = out or sys.stdout
     err = err or sys.stderr
+    shown = _shown(args.url or os.environ.get("FAKE_LUCY_URL") or DEFAULT_URL)
     try:
         url, token = _target(args)
         with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30) as http:
             api = _Api(http, _shown(url))
             _HANDLERS[args.command](api, args, out)
     except UsageError as exc:
-        print(f"fake-lucy: {one_line(str(exc))}", file=err)
-        return 2
+        return _fail(err, str(exc), 2)
     except ApiError as exc:
-        print(f"fake-lucy: {one_line(str(exc))}", file=err)
-        return 1
+        return _fail(err, str(exc), 1)
+    except (KeyError, TypeError, AttributeError):  # an answer of another shape: not the fake's
+        return _fail(err, f"the answer from {shown} is not one of fake-lucy", 1)
     except KeyboardInterrupt:
         if getattr(args, "follow", False):  # the end of requests --follow
             return 0
-        print("fake-lucy: interrupted (what was already sent may have been done)", file=err)
-        return INTERRUPTED
+        return _fail(err, "interrupted (what was already sent may have been done)", INTERRUPTED)
     except BrokenPipeError:  # the reader went (``| head``): stop quietly, as a shell tool does
-        if out is sys.stdout:  # and let nothing be written to the closed pipe at exit
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        _quiet(out)
         return CLOSED_PIPE
     return 0
+
+
+def _fail(err: TextIO, text: str, code: int) -> int:
+    """The one line of an error, and the exit code (the same when stderr's reader is gone)."""
+    try:
+        print(f"fake-lucy: {one_line(text)}", file=err, flush=True)
+    except BrokenPipeError:
+        _quiet(err)
+    return code
+
+
+def _quiet(stream: TextIO) -> None:
+    """Let nothing more be written to a standard stream whose reader went away (not even at exit)."""
+    for standard in (sys.stdout, sys.stderr):
+        if stream is standard:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), standard.fileno())
 
 
 INTERRUPTED = 130  # 128 + SIGINT, as shells report a command stopped by Ctrl-C
@@ -330,7 +345,7 @@ def _target(args: argparse.Namespace) -> tuple[str, str]:
     except (ValueError, httpx.InvalidURL):  # UnicodeError (idna) is a ValueError
         host = None
     if host is None or parts.scheme not in ("http", "https"):
-        raise UsageError(f"{url!r} is not an http(s) URL of a running fake")
+        raise UsageError(f"{_shown(url)!r} is not an http(s) URL of a running fake")
     token_file = args.admin_token_file or os.environ.get("FAKE_LUCY_ADMIN_TOKEN_FILE")
     if token_file:
         try:
@@ -357,11 +372,11 @@ def _checked_token(token: str, where: str) -> str:
 
 
 def _shown(url: str) -> str:
-    """The URL as errors name it: without a user name or password it may carry."""
-    parts = urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    return parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]).geturl()
+    """The URL as errors name it: without a user name or password it may carry (malformed or not)."""
+    return _USERINFO.sub(r"\1", url, count=1)
+
+
+_USERINFO = re.compile(r"^([^/]*//)[^/?#]*@")
 
 
 class _Api:
@@ -604,7 +619,7 @@ _FOLLOW_WIDTHS = {
     "CHARGED": 7,
     "KEY": 14,
     "RETRY": 5,
-    "CREDENTIAL": 24,
+    "CREDENTIAL": 27,  # cred_ and 22 characters: the ids the fake generates
     "MARKS": 0,
 }
 

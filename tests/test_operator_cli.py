@@ -178,6 +178,7 @@ def test_every_usage_error_is_one_line_naming_the_help(capsys: pytest.CaptureFix
         ("requests", "--limit", "x"): "fake-lucy requests: argument --limit: 'x' is not a whole number",
         ("proposals", "--stat", "pending"): "fake-lucy: unrecognized arguments: --stat pending",
         ("approve", ""): "fake-lucy approve: argument ID: an id is not empty",
+        ("tenants", "delete", ""): "fake-lucy tenants delete: argument tenant: an id is not empty",
         (
             "faults",
             "add",
@@ -675,6 +676,14 @@ def test_an_address_where_something_else_answers_is_one_line(
 ) -> None:
     class NotTheFake(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
+            if self.path.startswith("/_fake/clock"):  # JSON, but of another shape
+                body = b'{"time": "now"}'
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                return
             if self.path.startswith("/_fake/memories"):
                 self.send_response(301)
                 self.send_header("Location", "/elsewhere/")
@@ -696,10 +705,10 @@ def test_an_address_where_something_else_answers_is_one_line(
         threading.Thread(target=site.serve_forever, daemon=True).start()
         address = f"http://127.0.0.1:{site.server_address[1]}"
         try:
-            for command in ("proposals", "memories"):
+            for command in ("proposals", "memories", "clock"):
                 code, out, err = fake_lucy(capsys, command, "--url", address)
                 assert (code, out, len(err.splitlines())) == (1, "", 1), err
-                assert "not an answer of fake-lucy" in err
+                assert "not an answer of fake-lucy" in err or "is not one of fake-lucy" in err
         finally:
             site.shutdown()
 
@@ -801,3 +810,22 @@ def test_an_error_never_repeats_a_password_in_the_url(
     assert code == 1
     assert "s3cret-pass" not in err
     assert f"cannot reach http://127.0.0.1:{port} (" in err
+
+
+def test_a_usage_error_never_repeats_a_password_in_the_url(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = fake_lucy(capsys, "clock", "--url", "ftp://operator:s3cret-pass@127.0.0.1:21")
+    assert code == 2
+    assert "s3cret-pass" not in err
+    assert "'ftp://127.0.0.1:21' is not an http(s) URL" in err
+
+
+def test_an_error_whose_reader_went_away_keeps_its_exit_code() -> None:
+    with subprocess.Popen(  # noqa: S603 - our own console script
+        [str(Path(sys.executable).with_name("fake-lucy")), "proposals", "--limit", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    ) as command:
+        assert command.stderr is not None
+        command.stderr.close()
+        out, _ = command.communicate(timeout=60)
+    assert (command.returncode, out) == (2, b"")

@@ -234,6 +234,19 @@ def test_a_disguised_secret_is_found_once_normalised_and_missed_as_written(
 
 
 COMPATIBILITY = load_json("contracts/secret-patterns.json")["compatibility_examples"]["examples"]
+SEPARATORS = load_json("contracts/secret-patterns.json")["separator_examples"]["examples"]
+
+
+@pytest.mark.parametrize("example", SEPARATORS, ids=[f"{e['pattern']}-{i}" for i, e in enumerate(SEPARATORS)])
+def test_a_secret_beside_a_separating_invisible_character_is_found(
+    example: dict[str, Any], tmp_path: Path
+) -> None:
+    text = example["text"]
+    for side, scanner in _scanners(tmp_path).items():
+        assert not any(p.regex.search(undisguised(text)) for p in scanner.patterns), (
+            f"{side}: not glued once removed"
+        )
+        assert scanner.find(text) == example["pattern"], side
 
 
 @pytest.mark.parametrize(

@@ -26,6 +26,10 @@ pytestmark = pytest.mark.anyio
         b"127.5.6.7",
         b"devbox:8787",  # the machine's own name
         b"testserver",  # Starlette's test client
+        b"localhost.:8787",  # fully qualified
+        b"127.0.0.1.",
+        b"[::ffff:127.0.0.1]:8787",
+        b"localhost.localdomain",
     ],
 )
 def test_names_of_this_machine_are_loopback_hosts(host: bytes) -> None:

@@ -120,7 +120,9 @@ async def test_a_secret_proposal_still_obeys_the_replaces_rules(
 
 DISGUISED = load_json("contracts/secret-patterns.json")["disguised"]["examples"]
 PATTERN_DISGUISES = [e["text"] for e in DISGUISED if e["pattern"] != "caller_token"] + [
-    e["text"] for e in load_json("contracts/secret-patterns.json")["compatibility_examples"]["examples"]
+    e["text"]
+    for kind in ("compatibility_examples", "separator_examples")
+    for e in load_json("contracts/secret-patterns.json")[kind]["examples"]
 ]
 
 
@@ -281,3 +283,14 @@ def test_a_seed_holding_a_secret_is_refused_before_anything_is_stored(tmp_path: 
         path.write_text(json.dumps(seed), encoding="utf-8")
         with pytest.raises(ValueError, match=rf"/memories/1/content holds secret-looking text \({pattern}\)"):
             FakeLucy(FakeLucySettings(database=str(tmp_path / "seeded.sqlite3"), seed=path))
+
+
+async def test_a_snapshot_of_ordinary_proposals_restores_whatever_their_fields_hold_side_by_side(
+    fake, api, admin
+) -> None:
+    """Each stored string is scanned alone: a topic ending in "bearer" beside content that starts
+    with a path is no bearer token (scanned joined, the fake refused its own snapshot)."""
+    body = proposal_body("docs/auth/tokens.md explains the token flow.", topic="auth-bearer")
+    assert (await propose(api, body)).status_code == 201
+    document = await admin.call("GET", "/snapshot")
+    assert await admin.call("PUT", "/snapshot", document) == {"restored": True}

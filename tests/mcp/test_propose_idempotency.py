@@ -133,3 +133,27 @@ async def test_a_proposal_that_would_replace_a_memory_says_which_and_that_it_sta
         " (and recallable) until then." in text
     )
     assert "would replace" not in one_line(text_of(first))
+
+
+async def test_the_same_replacement_after_a_topic_conflict_was_resolved_is_no_finding(fake, admin) -> None:
+    """409 topic_conflict is a refusal for good too (only 409 idempotency_key_in_use is not): once a
+    reviewer resolves the conflict, the same arguments go under a key of their own."""
+    async with connect(fake) as client:
+        a = await client.call_tool("memory_propose", proposal_args("Cache for 5 minutes.", topic="cache-ttl"))
+        b = await client.call_tool("memory_propose", proposal_args("Queue with SQS.", topic="queue"))
+        assert a.structured_content is not None
+        assert b.structured_content is not None
+        memory_a = (await admin.approve(a.structured_content["proposal"]["id"]))["memory"]
+        memory_b = (await admin.approve(b.structured_content["proposal"]["id"]))["memory"]
+        replacement = proposal_args(
+            "Cache for 10 minutes.",
+            topic="queue",  # held by B: a conflict
+            replaces={"memory_id": memory_a["id"], "version": memory_a["version"]},
+        )
+        conflict = await client.call_tool("memory_propose", replacement)
+        assert conflict.is_error
+        assert "topic_conflict" in text_of(conflict)
+        await admin.delete_memory(memory_b["id"])
+        accepted = await client.call_tool("memory_propose", replacement)
+    assert not accepted.is_error, text_of(accepted)
+    assert await admin.findings() == []

@@ -1,11 +1,13 @@
 """The secret patterns of ``contracts/secret-patterns.json``, shared by the fake and the SDK.
 
 Matching sees through disguises (SPEC 1.5): the text is stripped of invisible characters (Unicode
-category Cf: zero-width space and joiner, soft hyphen, …; control characters other than the
-whitespace ones; the contract's other default-ignorable characters) and NFKC-normalised (fullwidth
-letters and digits become ASCII) before the patterns and the caller's-token rule run. It is also
-matched as written, only stripped: NFKC turns a superscript ² or a circled ① into a digit, which
-would glue itself to a key and hide it behind a pattern's ASCII word boundary.
+category Cf: zero-width space and joiner, soft hyphen, …; control characters other than tab, line
+feed, vertical tab, form feed and carriage return; the contract's other default-ignorable
+characters) and NFKC-normalised (fullwidth letters and digits become ASCII) before the patterns and
+the caller's-token rule run. It is also matched as written, only stripped (NFKC turns a superscript
+² or a circled ① into a digit, which would glue itself to a key and hide it behind a pattern's ASCII
+word boundary), and with each invisible character read as a space (a NUL between two environment
+variables separates them: removed, it would glue the key to the next name).
 """
 
 from __future__ import annotations
@@ -68,13 +70,24 @@ def undisguised(text: str) -> str:
     return _visible(unicodedata.normalize("NFKC", _visible(text)))
 
 
-def _forms(text: str) -> tuple[str, ...]:
-    """The forms of ``text`` that are matched: normalised, and as written (only stripped)."""
-    normalised = undisguised(text)
+def _spaced(text: str) -> str:
+    """``text`` with each invisible character read as a space: a separator (a NUL between two
+    environment variables, say) keeps the key beside it apart from the next word."""
     if text.isascii():
-        return (normalised,)
-    written = _visible(text)
-    return (normalised,) if written == normalised else (normalised, written)
+        return _ASCII_CONTROL.sub(" ", text)
+    return "".join(" " if _invisible(char) else char for char in text)
+
+
+def _forms(text: str) -> tuple[str, ...]:
+    """The forms of ``text`` that are matched: normalised, as written (only stripped), and with
+    each invisible character read as a space; one form when they are all the same text."""
+    normalised = undisguised(text)
+    forms = [normalised]
+    if not text.isascii():
+        forms.append(_visible(text))
+    if normalised != text or len(forms) > 1:  # something was removed or changed
+        forms.append(_spaced(text))
+    return tuple(dict.fromkeys(forms))
 
 
 class SecretScanner:

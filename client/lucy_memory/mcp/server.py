@@ -98,7 +98,7 @@ class LucyMemoryTools:
         self._permissions = tuple(permissions)
         self._sleep = sleep
         self._clients: dict[str, AgentMemoryClient] = {}
-        # Derived keys whose proposal Lucy refused for good (a 4xx other than 409 and 429): the
+        # Derived keys whose proposal Lucy refused for good (a 4xx but 429 and 409 in use): the
         # same arguments after the agent acted on the refusal (credits topped up, a permission
         # granted) are a new request, sent under a key of its own (``key-1``, ``key-2``, …), never
         # as a repeat of the refused one. A bounded number of keys; the oldest go first.
@@ -181,7 +181,10 @@ class LucyMemoryTools:
                 proposed = await client.propose(json.dumps(arguments), idempotency_key=key)
             except APIError as exc:
                 answered = exc.status or 0
-                if base is not None and 400 <= answered < 500 and answered not in (409, 429):
+                # a refusal for good: any 4xx but a rate limit and a key still in use (the rule of
+                # the fake's propose_retry_not_retryable); a topic or version conflict is one
+                final = 400 <= answered < 500 and answered != 429 and exc.code != "idempotency_key_in_use"
+                if base is not None and final:
                     self._refused.pop(base, None)  # newest last
                     self._refused[base] = refusals + 1
                     while len(self._refused) > _MAX_REFUSED_KEYS:
