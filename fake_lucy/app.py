@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 
 from fastapi import FastAPI
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -25,6 +26,7 @@ from fake_lucy.http.problems import JSON, PROBLEM, TYPE_BASE, json_bytes, proble
 from fake_lucy.runtime import FakeLucy
 from fake_lucy.server_log import RequestLogger
 from fake_lucy.settings import FakeLucySettings, load_settings
+from fake_lucy.text import visible
 from lucy_memory._contract import load_contract
 
 __all__ = ["create_app", "create_app_from_environment"]
@@ -77,6 +79,7 @@ class V1Routes:
         self.proposals = f"{base}/proposals"
         self.status_prefix = f"{base}/proposals/"
         self.version = (b"fake-lucy-version", __version__.encode("ascii"))
+        self.base = base
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and not scope.get("root_path"):
@@ -99,7 +102,25 @@ class V1Routes:
                 response.raw_headers.append(self.version)
                 await response(scope, receive, send)
                 return
+            if self.pipeline.log is not None and path.startswith(self.base):
+                await self._logged(scope, receive, send)  # a v1 path no operation has: 404, 405
+                return
         await self.app(scope, receive, send)
+
+    async def _logged(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Answer through the app, and write the server log's line: ``GET /unknown  404``."""
+        started = time.perf_counter()
+        status: list[int] = []
+
+        async def send_status(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status.append(message["status"])
+            await send(message)
+
+        await self.app(scope, receive, send_status)
+        assert self.pipeline.log is not None
+        shown = visible(f"{scope['method']} {scope['path'][len(self.base) :] or '/'}")
+        self.pipeline.log(shown, None, status[0] if status else None, (time.perf_counter() - started) * 1000)
 
 
 @functools.lru_cache(maxsize=256)  # a client sends the same Host each time: ~3 µs once, not per request

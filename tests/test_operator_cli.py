@@ -829,3 +829,24 @@ def test_an_error_whose_reader_went_away_keeps_its_exit_code() -> None:
         command.stderr.close()
         out, _ = command.communicate(timeout=60)
     assert (command.returncode, out) == (2, b"")
+
+
+@pytest.mark.anyio
+async def test_the_server_log_has_a_line_for_a_v1_path_no_operation_has(tmp_path: Path) -> None:
+    fake = FakeLucy(FakeLucySettings(database=str(tmp_path / "log.sqlite3")))
+    written = io.StringIO()
+    app = create_app(fake, request_log=RequestLogger(written))
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8787") as client:
+        auth = {"Authorization": f"Bearer {DEV_TOKEN}"}
+        unknown = await client.post(V1 + "/recal", json={"query": "x"}, headers=auth)
+        wrong = await client.get(V1 + "/recall", headers=auth)
+        served = await client.post(V1 + "/recall", json={"query": "x"}, headers=auth)
+        control = await client.get("/_fake/clock", headers={"Authorization": f"Bearer {fake.admin_token}"})
+    fake.close()
+    assert [r.status_code for r in (unknown, wrong, served, control)] == [404, 405, 200, 200]
+    lines = written.getvalue().splitlines()
+    assert len(lines) == 3  # the v1 requests; the control API's never
+    assert [line.split()[1:4] for line in lines[:2]] == [["POST", "/recal", "404"], ["GET", "/recall", "405"]]
+    assert lines[2].split()[1:3] == ["recall", "200"]
+    assert DEV_TOKEN not in written.getvalue()
