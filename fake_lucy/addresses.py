@@ -1,12 +1,14 @@
-"""Which hosts are this machine (the built-in tokens are accepted only there, and the operator CLI
-sends the built-in admin token only to such a URL), and an id as one segment of a URL path."""
+"""Which hosts are this machine (the built-in tokens are accepted only there, the operator CLI
+sends the built-in admin token only to such a URL, and a loopback-bound fake answers only a ``Host``
+that names it), and an id as one segment of a URL path."""
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from urllib.parse import quote
 
-__all__ = ["is_loopback", "path_segment"]
+__all__ = ["is_loopback", "loopback_host", "path_segment"]
 
 
 def is_loopback(host: str) -> bool:
@@ -19,6 +21,27 @@ def is_loopback(host: str) -> bool:
         return False
     mapped = getattr(address, "ipv4_mapped", None)
     return address.is_loopback or (mapped is not None and mapped.is_loopback)
+
+
+@functools.lru_cache(maxsize=256)  # a client sends the same Host each time: ~3 µs once, not per request
+def loopback_host(raw: bytes) -> bool:
+    """Can a ``Host`` header name this machine, with or without a port: an address of 127.0.0.0/8
+    or ``::1``, a name under ``.localhost``, or a name without a dot (``localhost``, the machine's
+    own name, a test client's ``testserver``). DNS rebinding needs a name in a domain the attacker
+    controls, which has a dot and is none of these."""
+    host = raw.decode("latin-1").strip().lower()
+    if host.startswith("["):
+        host = host[: host.find("]") + 1]
+    else:  # without the port, and read as a fully qualified name: localhost. is localhost
+        host = (host.partition(":")[0] if host.count(":") == 1 else host).removesuffix(".")
+    if not host:
+        return False
+    return (
+        is_loopback(host)
+        or host.endswith(".localhost")
+        or host == "localhost.localdomain"  # what many systems' /etc/hosts give 127.0.0.1
+        or ("." not in host and ":" not in host)
+    )
 
 
 def path_segment(value: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
+from typing import Any
 
 from fastapi import FastAPI
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -13,7 +14,7 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from fake_lucy import __version__
-from fake_lucy.addresses import is_loopback
+from fake_lucy.addresses import loopback_host
 from fake_lucy.domain.errors import DomainError
 from fake_lucy.domain.ids import random_request_id
 from fake_lucy.http.console import PREFIX as CONSOLE
@@ -22,7 +23,7 @@ from fake_lucy.http.control import control_router
 from fake_lucy.http.events import EventStream
 from fake_lucy.http.openapi import control_openapi, v1_openapi
 from fake_lucy.http.pipeline import RequestLog, V1Pipeline
-from fake_lucy.http.problems import JSON, PROBLEM, TYPE_BASE, json_bytes, problem_response
+from fake_lucy.http.problems import JSON, PROBLEM, BytesResponse, json_bytes, problem_body, problem_response
 from fake_lucy.runtime import FakeLucy
 from fake_lucy.server_log import RequestLogger
 from fake_lucy.settings import FakeLucySettings, load_settings
@@ -123,45 +124,18 @@ class V1Routes:
         self.pipeline.log(shown, None, status[0] if status else None, (time.perf_counter() - started) * 1000)
 
 
-@functools.lru_cache(maxsize=256)  # a client sends the same Host each time: ~3 µs once, not per request
-def loopback_host(raw: bytes) -> bool:
-    """Can a ``Host`` header name this machine, with or without a port: an address of 127.0.0.0/8
-    or ``::1``, a name under ``.localhost``, or a name without a dot (``localhost``, the machine's
-    own name, a test client's ``testserver``). DNS rebinding needs a name in a domain the attacker
-    controls, which has a dot and is none of these."""
-    host = raw.decode("latin-1").strip().lower()
-    if host.startswith("["):
-        host = host[: host.find("]") + 1]
-    elif host.count(":") == 1:
-        host = host.partition(":")[0]
-    if not host.startswith("["):
-        host = host.removesuffix(".")  # a fully qualified name: localhost. is localhost
-    if not host:
-        return False
-    return (
-        is_loopback(host)
-        or host.endswith(".localhost")
-        or host == "localhost.localdomain"  # what many systems' /etc/hosts give 127.0.0.1
-        or ("." not in host and ":" not in host)
-    )
+_LOOPBACK_HOSTS: dict[str, Any] = load_contract("fake-control")["loopback_hosts"]
+_MISDIRECTED = (
+    "this fake listens on a loopback address and answers only requests addressed to this machine"
+    " (Host localhost, 127.0.0.1 or a name without a dot); bind another address to serve other names"
+)
 
 
 def _misdirected() -> Response:
-    rule = load_contract("fake-control")["loopback_hosts"]
     request_id = random_request_id()
-    body = {
-        "type": TYPE_BASE + rule["code"],
-        "title": rule["title"],
-        "status": rule["status"],
-        "detail": "this fake listens on a loopback address and answers only requests addressed to this"
-        " machine (Host localhost, 127.0.0.1 or a name without a dot); bind another address to serve"
-        " other names",
-        "code": rule["code"],
-        "request_id": request_id,
-        "retryable": rule["retryable"],
-    }
+    body = problem_body(_LOOPBACK_HOSTS["code"], _MISDIRECTED, request_id, entry=_LOOPBACK_HOSTS)
     headers = {"Lucy-Request-Id": request_id, "Fake-Lucy-Version": __version__}
-    return Response(json_bytes(body), status_code=rule["status"], headers=headers, media_type=PROBLEM)
+    return BytesResponse(json_bytes(body), status_code=body["status"], headers=headers, media_type=PROBLEM)
 
 
 class LoopbackHosts:

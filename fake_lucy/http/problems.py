@@ -72,9 +72,16 @@ def json_bytes(value: Any) -> bytes:
 
 
 def problem_body(
-    code: str, detail: str, request_id: str, details: Mapping[str, Any] | None = None
+    code: str,
+    detail: str,
+    request_id: str,
+    details: Mapping[str, Any] | None = None,
+    *,
+    entry: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    entry = ERRORS[code]
+    """The RFC 9457 body of ``code``: its title, status and retryable from the contract's errors
+    table, or from ``entry`` (a problem the contract states elsewhere)."""
+    entry = ERRORS[code] if entry is None else entry
     body: dict[str, Any] = {
         "type": TYPE_BASE + code,
         "title": entry["title"],

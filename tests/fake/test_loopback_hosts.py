@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from fake_lucy.app import loopback_host
+from fake_lucy.addresses import loopback_host
 from fake_lucy.testing import InProcessFake
 from lucy_memory._contract import schema_validator
 from tests.helpers import V1
