@@ -49,6 +49,7 @@ from lucy_memory._contract import (
     valid_token,
 )
 from lucy_memory._contract import InvalidJSONError as _ParseError
+from lucy_memory._recent import RecentCounts
 from lucy_memory.errors import (
     APIError,
     ClientClosedError,
@@ -197,7 +198,7 @@ class AgentMemoryClient(AsyncClosing):
         # or a 5xx), and how many attempts each used: a repeat with the key (the recovery the
         # errors advise) goes on counting from there, its retry header at most ``max_retries``
         # (a bounded number of keys; the oldest go first)
-        self._key_attempts: dict[str, int] = {}
+        self._key_attempts = RecentCounts(_KEYS_KEPT)
 
     def __repr__(self) -> str:
         return (
@@ -241,7 +242,7 @@ class AgentMemoryClient(AsyncClosing):
             "/proposals",
             body,
             idempotency_key=idempotency_key,
-            first_attempt=min(self._key_attempts.pop(idempotency_key, 0), self.max_retries),
+            first_attempt=min(self._key_attempts.pop(idempotency_key), self.max_retries),
         )
         data = self._parse_success(_PROPOSE, response, idempotency_key=idempotency_key, attempts=attempts)
         replayed = (response.header("Idempotent-Replayed") or "").strip().lower() == "true"
@@ -433,7 +434,7 @@ class AgentMemoryClient(AsyncClosing):
             except ResponseLostError as lost:
                 lost.attempts = attempt + 1 - first_attempt  # this call's, as on every result and error
                 if idempotency_key is not None:
-                    self._remember_attempts(idempotency_key, attempt + 1)
+                    self._key_attempts.set(idempotency_key, attempt + 1)
                 raise
             logger.debug(
                 "%s attempt %d answered %d (request %s)",
@@ -455,7 +456,7 @@ class AgentMemoryClient(AsyncClosing):
             )
             if not decision.retry:
                 if idempotency_key is not None and (response.status in (409, 429) or response.status >= 500):
-                    self._remember_attempts(idempotency_key, attempt + 1)  # a failed attempt: may be repeated
+                    self._key_attempts.set(idempotency_key, attempt + 1)  # a failed attempt: may be repeated
                 raise self._error(
                     operation,
                     response,
@@ -476,12 +477,6 @@ class AgentMemoryClient(AsyncClosing):
                 earlier.append(answered_by)
             await self._sleep(decision.delay)
             attempt += 1
-
-    def _remember_attempts(self, idempotency_key: str, attempts: int) -> None:
-        self._key_attempts.pop(idempotency_key, None)  # newest last
-        self._key_attempts[idempotency_key] = attempts
-        while len(self._key_attempts) > _KEYS_KEPT:
-            del self._key_attempts[next(iter(self._key_attempts))]
 
     @contextlib.contextmanager
     def _building(

@@ -24,6 +24,7 @@ from mcp.server.stdio import stdio_server
 from mcp_types import CLIENT_INFO_META_KEY
 
 from lucy_memory._contract import canonical_sha256, clean_client_name
+from lucy_memory._recent import RecentCounts
 from lucy_memory.client import AgentMemoryClient
 from lucy_memory.errors import APIError, LucyMemoryError
 from lucy_memory.mcp.config import SERVER_NAME, ServerConfig
@@ -102,7 +103,7 @@ class LucyMemoryTools:
         # same arguments after the agent acted on the refusal (credits topped up, a permission
         # granted) are a new request, sent under a key of its own (``key-1``, ``key-2``, …), never
         # as a repeat of the refused one. A bounded number of keys; the oldest go first.
-        self._refused: dict[str, int] = {}
+        self._refused = RecentCounts(_MAX_REFUSED_KEYS)
         # Built once now so that a bad token or permission set fails at startup, not on the first call.
         self._client(DEFAULT_SOURCE)
 
@@ -175,7 +176,7 @@ class LucyMemoryTools:
             base = derive_idempotency_key(arguments) if derived else None
             refusals = 0
             if base is not None:
-                refusals = self._refused.get(base, 0)
+                refusals = self._refused.get(base)
                 key = f"{base}-{refusals}" if refusals else base
             try:
                 proposed = await client.propose(json.dumps(arguments), idempotency_key=key)
@@ -185,10 +186,7 @@ class LucyMemoryTools:
                 # the fake's propose_retry_not_retryable); a topic or version conflict is one
                 final = 400 <= answered < 500 and answered != 429 and exc.code != "idempotency_key_in_use"
                 if base is not None and final:
-                    self._refused.pop(base, None)  # newest last
-                    self._refused[base] = refusals + 1
-                    while len(self._refused) > _MAX_REFUSED_KEYS:
-                        del self._refused[next(iter(self._refused))]
+                    self._refused.set(base, refusals + 1)
                 raise
             return _success(render_propose(proposed, key_derived=derived), proposed.body)
         status = await client.proposal_status(json.dumps(arguments))
