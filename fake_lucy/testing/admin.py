@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,17 +60,24 @@ class EventWatch:
     ) -> AdminEvent:
         """The next event of ``type_`` whose data has the given values; ``TimeoutError`` after
         ``timeout`` seconds."""
-        try:
-            with anyio.fail_after(timeout):
-                return await self._matching(type_, data)
-        except TimeoutError:
-            raise TimeoutError(f"no {type_} event{_described(data)} within {timeout} s") from None
+        with _deadline(type_, data, timeout):
+            return await self._matching(type_, data)
 
     async def _matching(self, type_: str, data: dict[str, Any]) -> AdminEvent:
         while True:
             event = await self.next()
             if event.type == type_ and all(event.data.get(k) == v for k, v in data.items()):
                 return event
+
+
+@contextlib.contextmanager
+def _deadline(type_: str, data: dict[str, Any], timeout: float) -> Iterator[None]:
+    """``anyio.fail_after(timeout)``, its ``TimeoutError`` saying which event did not come."""
+    try:
+        with anyio.fail_after(timeout):
+            yield
+    except TimeoutError:
+        raise TimeoutError(f"no {type_} event{_described(data)} within {timeout} s") from None
 
 
 def _described(data: dict[str, Any]) -> str:
@@ -179,12 +186,9 @@ class FakeAdmin:
         """The first event of ``type_`` (with the given data values) from now on, or after the event
         id ``after``. A change made before this call is seen only with ``after`` (or ``watch``).
         ``TimeoutError`` after ``timeout`` seconds, opening the stream included."""
-        try:
-            with anyio.fail_after(timeout):
-                async with self.watch(after) as events:
-                    return await events._matching(type_, data)
-        except TimeoutError:
-            raise TimeoutError(f"no {type_} event{_described(data)} within {timeout} s") from None
+        with _deadline(type_, data, timeout):
+            async with self.watch(after) as events:
+                return await events._matching(type_, data)
 
     async def _object(self, method: str, path: str, json: Any = None, **params: Any) -> dict[str, Any]:
         """A call whose answer is a JSON object."""
