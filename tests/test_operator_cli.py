@@ -677,23 +677,16 @@ def test_an_address_where_something_else_answers_is_one_line(
     class NotTheFake(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             if self.path.startswith("/_fake/clock"):  # JSON, but of another shape
-                body = b'{"time": "now"}'
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-                return
-            if self.path.startswith("/_fake/memories"):
-                self.send_response(301)
-                self.send_header("Location", "/elsewhere/")
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-                return
-            body = b"<html>a web site</html>"
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html")
-            self.send_header("Content-Length", str(len(body)))
+                self.answer(200, b'{"time": "now"}', {"Content-Type": "application/json"})
+            elif self.path.startswith("/_fake/memories"):
+                self.answer(301, b"", {"Location": "/elsewhere/"})
+            else:
+                self.answer(200, b"<html>a web site</html>", {"Content-Type": "text/html"})
+
+        def answer(self, status: int, body: bytes, headers: dict[str, str]) -> None:
+            self.send_response(status)
+            for name, value in {**headers, "Content-Length": str(len(body))}.items():
+                self.send_header(name, value)
             self.end_headers()
             self.wfile.write(body)
 
