@@ -400,16 +400,18 @@ class _Api:
             _answer(response, self.url)
         return response
 
-    def pages(self, path: str, limit: int | None = None, **params: Any) -> list[dict[str, Any]]:
+    def pages(self, path: str, at_most: int | None = None, **params: Any) -> list[dict[str, Any]]:
+        """A listing's items, page after page, up to ``at_most``; ``params`` are its query (the
+        journal's ``limit`` among them: the newest N)."""
         items: list[dict[str, Any]] = []
         cursor = None
-        while limit is None or len(items) < limit:
+        while at_most is None or len(items) < at_most:
             page = self.call("GET", path, cursor=cursor, **params)
             items.extend(page["items"])
             cursor = page["next_cursor"]
             if cursor is None:
                 break
-        return items if limit is None else items[:limit]
+        return items if at_most is None else items[:at_most]
 
     @contextlib.contextmanager
     def events(self) -> Iterator[Iterator[dict[str, Any]]]:
@@ -485,9 +487,12 @@ def _table(out: TextIO, rows: Sequence[dict[str, str]]) -> None:
     lines = [list(rows[0]), *(list(row.values()) for row in rows)]
     widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
     for line in lines:
-        print(
-            "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip(), file=out
-        )
+        print(_line(line, widths), file=out)
+
+
+def _line(cells: Iterable[str], widths: Sequence[int]) -> str:
+    """One row of a table: each cell padded to its column's width, two spaces between columns."""
+    return "  ".join(cell.ljust(width) for cell, width in zip(cells, widths, strict=True)).rstrip()
 
 
 def _json(out: TextIO, value: Any) -> None:
@@ -627,22 +632,13 @@ _FOLLOW_WIDTHS = {
 def _print_requests(
     api: _Api, args: argparse.Namespace, out: TextIO, stream: Iterator[dict[str, Any]] | None
 ) -> None:
-    items: list[dict[str, Any]] = []
-    cursor = None
-    while True:  # the newest ``limit``, in pages of 100
-        page = api.call("GET", "/requests", limit=args.limit, cursor=cursor)
-        items.extend(page["items"])
-        cursor = page["next_cursor"]
-        if cursor is None:
-            break
+    items = api.pages("/requests", limit=args.limit)  # the journal's newest ``limit``, every page
     seen = {item["request_id"] for item in items}
     rows = [_request_row(item) for item in items]
     widths = [max([minimum, *(len(row[name]) for row in rows)]) for name, minimum in _FOLLOW_WIDTHS.items()]
 
     def line(cells: Iterable[str]) -> None:
-        print(
-            "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip(), file=out, flush=True
-        )
+        print(_line(cells, widths), file=out, flush=True)
 
     if args.json and stream is None:  # a list, as every other --json
         _json(out, items)
