@@ -283,7 +283,7 @@ def _check_references(document: dict[str, Any]) -> None:
                     for name in ("status", "body")
                     if record[name] is None
                 )
-                if record["body"] is not None and not _is_propose_answer(record["body"]):
+                if record["body"] is not None and _propose_answer(record["body"]) is None:
                     problems.append(
                         {
                             "pointer": f"{base}/idempotency_records/{i}/body",
@@ -386,8 +386,9 @@ def _secrets(tenant: dict[str, Any], base: str) -> list[dict[str, str]]:
         for field in ("content", "justification", "topic", "source"):
             problems += _secret_found(f"{base}/proposals/{i}/{field}", proposal[field])
     for i, record in enumerate(tenant["idempotency_records"]):
-        if record["body"] is not None and _is_propose_answer(record["body"]):
-            for text in _strings(parse_json_object(record["body"])):  # each string alone, as stored
+        answer = None if record["body"] is None else _propose_answer(record["body"])
+        if answer is not None:  # one that is no answer is refused already (_check_references)
+            for text in _strings(answer):  # each string alone, as stored
                 found = _secret_found(f"{base}/idempotency_records/{i}/body", text)
                 if found:
                     problems += found
@@ -395,12 +396,13 @@ def _secrets(tenant: dict[str, Any], base: str) -> list[dict[str, str]]:
     return problems
 
 
-def _is_propose_answer(body: str) -> bool:
+def _propose_answer(body: str) -> dict[str, Any] | None:
+    """A stored answer as the propose answer it must be, or None when it is none."""
     try:
         answer = parse_json_object(body)
     except InvalidJSONError:
-        return False
-    return not schema_validator("propose-response.schema.json").errors(answer)
+        return None
+    return None if schema_validator("propose-response.schema.json").errors(answer) else answer
 
 
 def _proposal_problems(
