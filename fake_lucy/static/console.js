@@ -39,12 +39,12 @@
           return null;
         }
         return response.text().then(function (html) {
-          refuse(form, html, response.status);
+          refuse(form, html, response.status, submitter);
         });
       })
       .catch(function () {
         // never sent again by itself: the fake may have done it before the answer was lost
-        note(form, "No answer from the fake: the action may or may not have been done. Reload the page to see.");
+        note(form, "No answer from the fake: the action may or may not have been done. Reload the page to see.", submitter);
       })
       .finally(function () {
         if (submitter) {
@@ -53,7 +53,7 @@
       });
   }
 
-  function refuse(form, html, status) {
+  function refuse(form, html, status, submitter) {
     var answer = new DOMParser().parseFromString(html, "text/html");
     if (answer.querySelector(".message[data-login]")) {
       window.location.assign(body.dataset.login); // the session ended: log in again
@@ -61,15 +61,41 @@
     }
     var title = answer.querySelector(".message h1");
     var text = answer.querySelector(".message p");
-    note(form, title && text ? title.textContent + ": " + text.textContent : "Refused (HTTP " + status + ").");
+    var said = title && text ? title.textContent + ": " + text.textContent : "Refused (HTTP " + status + ").";
+    note(form, said, submitter);
   }
 
-  function note(form, text) {
+  function note(form, text, submitter) {
     var shown = document.createElement("p");
     shown.className = "refusal error";
     shown.setAttribute("role", "alert");
     shown.textContent = text;
+    shown.dataset.action = form.getAttribute("action") || "";
+    var named = submitter && (submitter.getAttribute("aria-label") || submitter.textContent.trim());
+    if (named) {
+      shown.dataset.about = named;
+    }
     form.after(shown);
+  }
+
+  // A refusal outlives the live update that swaps the page's <main>: it goes beside the same form in
+  // the new one, or, when that form is gone (the proposal it acted on was decided meanwhile), above
+  // it, naming the button it answered, until the reviewer leaves the page.
+  function keep(notes, main) {
+    var forms = main.querySelectorAll("form");
+    notes.forEach(function (shown) {
+      for (var i = 0; i < forms.length; i++) {
+        if (forms[i].getAttribute("action") === shown.dataset.action) {
+          forms[i].after(shown);
+          return;
+        }
+      }
+      if (shown.dataset.about) {
+        shown.textContent = shown.dataset.about + ": " + shown.textContent;
+        delete shown.dataset.about;
+      }
+      main.before(shown);
+    });
   }
   var types = (body.dataset.live || "").split(" ").filter(Boolean);
   var status = document.getElementById("live-status");
@@ -133,7 +159,9 @@
         var main = document.getElementById("live");
         if (fresh && main) {
           var swapped = document.importNode(fresh, true);
+          var notes = main.querySelectorAll(".refusal");
           main.replaceWith(swapped);
+          keep(notes, swapped);
           swapped.addEventListener("mouseleave", retry);
         }
         say("live · updated " + new Date().toLocaleTimeString());

@@ -459,6 +459,31 @@ def test_a_refused_form_says_why_beside_it_and_keeps_what_was_typed(page: Page, 
     assert parse_timestamp(after["now"]) - parse_timestamp(before["now"]) >= 7_200_000_000
 
 
+def test_a_refusal_stays_on_the_page_when_a_live_update_removes_its_form(
+    page: Page, live: LiveServer
+) -> None:
+    """Approve on a proposal decided meanwhile in another tab: the refusal says why, and the live
+    update that then takes the card away keeps it, naming the button it answered."""
+    created = propose(live, proposal_body("Decided twice."))
+    page.reload()
+    expect(page.locator("#live-status")).to_have_text("live")
+    card = page.locator(f"article#{created['id']}")
+    approve = card.get_by_role("button", name="Approve")
+    approve.hover()  # the update waits while the pointer is over the list
+    with control(live) as http:
+        assert http.post(f"/_fake/proposals/{created['id']}/reject").status_code == 200
+    expect(page.locator("#live-status")).to_have_text("live · changes wait while you use the page")
+    approve.click()
+    refusal = page.get_by_role("alert")
+    expect(refusal).to_contain_text("a proposal in a final state cannot be approved")
+    said = refusal.inner_text()
+    page.mouse.move(0, 0)
+    page.locator("h1").click()  # pointer and focus leave the list: the update comes
+    expect(card).to_have_count(0)
+    expect(refusal).to_have_text(f"Approve {created['id']}: {said}")
+    assert proposal_status(live, created["id"])["status"] == "rejected"
+
+
 def test_an_action_whose_answer_is_lost_is_not_sent_again(page: Page, live: LiveServer) -> None:
     """The fake may have done it: the page says so and leaves the choice to the reviewer."""
     page.goto(f"{live.base_url}{CONSOLE}/settings")
