@@ -150,7 +150,10 @@ def _close(closing: contextlib.ExitStack) -> None:
 
         if not isinstance(exc, SharedFakeError):
             raise
-        pytest.fail(f"fake_lucy: the session's fakes could not be closed: {exc}", pytrace=False)
+        problem = str(exc)
+    else:
+        return
+    pytest.fail(f"fake_lucy: the session's fakes could not be closed: {problem}", pytrace=False)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -210,7 +213,8 @@ def _fake_lucy_server_session(
         try:
             return closing.enter_context(SharedTenant.start(url, server_admin_token(), label=label))
         except SharedFakeError as exc:  # one line for each test that needs it, not the plugin's frames
-            pytest.fail(f"--lucy-url: {exc}", pytrace=False)
+            problem = str(exc)
+        pytest.fail(f"--lucy-url: {problem}", pytrace=False)  # outside the except: no chained error
     return closing.enter_context(LiveServer.start(tmp_path_factory.mktemp("fake-lucy-server")))
 
 

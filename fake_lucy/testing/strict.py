@@ -193,7 +193,11 @@ def _restore_snapshot(item: pytest.Item, marker: pytest.Mark, controls: list[Con
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        pytest.fail(f"lucy_snapshot: cannot read the snapshot {path}: {exc}", pytrace=False)
+        unreadable = str(exc)
+    else:
+        unreadable = None
+    if unreadable is not None:  # outside the except: one line, no chained error
+        pytest.fail(f"lucy_snapshot: cannot read the snapshot {path}: {unreadable}", pytrace=False)
     for control in controls:
         try:
             control.restore(document)

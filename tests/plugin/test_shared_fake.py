@@ -209,3 +209,5 @@ def test_without_the_fake():
     )
     assert "not-the-admin-token" not in output
     assert "fake_lucy/testing" not in output  # the plugin's frames stay out of it
+    assert "During handling" not in output  # nor the error it was worded from
+    assert not [line for line in result.outlines if line.startswith("the shared fake at")]

@@ -360,6 +360,7 @@ async def test_starts_from_a_snapshot(fake_lucy):
     result.stdout.fnmatch_lines(
         ["*lucy_snapshot: cannot read the snapshot *broken.json: Expecting property name*"]
     )
+    assert "During handling" not in result.stdout.str()  # one line, not the JSON error before it
 
 
 def test_on_a_shared_fake_lucy_snapshot_restores_the_sessions_own_tenant_and_refuses_another_fakes(
@@ -439,6 +440,7 @@ def test_deletes_its_own_tenant(fake_lucy_server):
     result = pytester.runpytest("--lucy-url", live.base_url)
     result.assert_outcomes(passed=1, errors=1)
     result.stdout.fnmatch_lines(["fake_lucy: the session's fakes could not be closed: *401*"])
+    assert "During handling" not in result.stdout.str()
     assert "Traceback" not in result.stdout.str()  # one line, none of the plugin's frames
     assert "fake_lucy/testing" not in result.stdout.str()
     assert result.ret == pytest.ExitCode.TESTS_FAILED
