@@ -190,12 +190,11 @@ def _restore_snapshot(item: pytest.Item, marker: pytest.Mark, controls: list[Con
         path = Path(str(item.path)).parent / path
     if not controls:
         pytest.fail("lucy_snapshot needs a fake fixture (fake_lucy, fake_lucy_server)", pytrace=False)
+    unreadable: str | None = None
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         unreadable = str(exc)
-    else:
-        unreadable = None
     if unreadable is not None:  # outside the except: one line, no chained error
         pytest.fail(f"lucy_snapshot: cannot read the snapshot {path}: {unreadable}", pytrace=False)
     for control in controls:
