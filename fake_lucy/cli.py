@@ -57,8 +57,21 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _command_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The parser of the (sub)command ``args`` name: its errors name that command and its help."""
+    while True:
+        commands = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        chosen = getattr(args, commands[0].dest, None) if commands else None
+        if chosen is None or chosen not in commands[0].choices:
+            return parser
+        parser = commands[0].choices[chosen]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # named by the command they were given to (argparse names the top-level one)
+        _command_parser(parser, args).error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.command != "serve":
         return operator_cli.run(args)
     from fake_lucy import serve  # the server, for this command alone (see the module text)

@@ -74,6 +74,11 @@ class ApiError(Exception):
         self.status = status
 
 
+class StreamEnded(Exception):
+    """``requests --follow``: the fake ended the event stream (exit 0, with one line saying so, as
+    ``docker logs -f`` ends when its container stops)."""
+
+
 def parse_duration(text: str) -> float:
     """``90s``, ``15m``, ``2h``, ``7d``, ``1h30m`` or plain seconds → seconds (finite, not negative)."""
     value = text.strip().lower()
@@ -221,7 +226,9 @@ def add_commands(commands: Any) -> None:
     requests.add_argument("--limit", type=_at_least_one, default=50, help="the newest N (default 50)")
     requests.add_argument("--follow", "-f", action="store_true", help="then print new requests as they come")
     findings_ = commands.add_parser("findings", parents=[common], help="what the fake noticed of the clients")
-    findings_.add_argument("--credential", metavar="ID", help="only this credential's")
+    findings_.add_argument(
+        "--credential-id", "--credential", dest="credential", metavar="ID", help="only this credential's"
+    )
     findings_.add_argument("--code", choices=findings.CODES)
     clock = commands.add_parser("clock", parents=[common], help="show or move the fake's clock")
     clock_actions = clock.add_subparsers(dest="action")
@@ -303,6 +310,8 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         return _fail(err, str(exc), 1)
     except (KeyError, TypeError, AttributeError):  # an answer of another shape: not the fake's
         return _fail(err, f"the answer from {shown} is not one of fake-lucy", 1)
+    except StreamEnded as exc:  # the end of requests --follow, not of the user's choosing: said so
+        return _fail(err, str(exc), 0)
     except KeyboardInterrupt:
         if getattr(args, "follow", False):  # the end of requests --follow
             return 0
@@ -353,19 +362,19 @@ def _target(args: argparse.Namespace) -> tuple[str, str]:
         except (OSError, UnicodeDecodeError) as exc:
             raise UsageError(f"cannot read the admin token file {token_file} ({exc})") from None
         return url, _checked_token(token, "the admin token file")
-    token = os.environ.get("FAKE_LUCY_ADMIN_TOKEN", "").strip()
-    if token:
-        return url, _checked_token(token, "FAKE_LUCY_ADMIN_TOKEN")
+    if "FAKE_LUCY_ADMIN_TOKEN" in os.environ:  # set but empty is a mistake, as ``serve`` says too
+        token = os.environ["FAKE_LUCY_ADMIN_TOKEN"].strip()
+        return url, _checked_token(token, "FAKE_LUCY_ADMIN_TOKEN", empty="is set but empty")
     if is_loopback(host):
         return url, DEFAULT_ADMIN_TOKEN
     raise UsageError("no admin token: set FAKE_LUCY_ADMIN_TOKEN or --admin-token-file")
 
 
-def _checked_token(token: str, where: str) -> str:
+def _checked_token(token: str, where: str, *, empty: str = "is empty") -> str:
     """A token an Authorization header can carry (the rule ``fake-lucy serve`` applies to its own),
     else a usage error that does not repeat it."""
     if not token:
-        raise UsageError(f"{where} is empty")
+        raise UsageError(f"{where} {empty}")
     if not valid_token(token):
         raise UsageError(f"{where} must be {TOKEN_RULE}")
     return token
@@ -662,6 +671,9 @@ def _print_requests(
             print(json.dumps(item, ensure_ascii=False), file=out, flush=True)
         else:
             line(_request_row(item).values())
+    raise StreamEnded(
+        f"the fake at {api.url} ended the event stream (it stopped, or this admin token's tenant is gone)"
+    )
 
 
 def _finding_row(f: dict[str, Any]) -> dict[str, str]:

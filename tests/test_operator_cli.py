@@ -168,6 +168,14 @@ def test_an_admin_token_on_the_command_line_is_refused_without_echoing_it(
         assert err.count("\n") == 1
 
 
+def test_an_empty_admin_token_variable_is_a_usage_error_as_serve_says(
+    live: LiveServer, url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_LUCY_ADMIN_TOKEN", " ")
+    code, out, err = fake_lucy(capsys, "proposals")
+    assert (code, out, err) == (2, "", "fake-lucy: FAKE_LUCY_ADMIN_TOKEN is set but empty\n")
+
+
 def test_every_usage_error_is_one_line_naming_the_help(capsys: pytest.CaptureFixture[str]) -> None:
     cases = {
         ("faults", "add", "propose", "200"): "fake-lucy faults add: argument status: invalid choice: 200",
@@ -176,7 +184,14 @@ def test_every_usage_error_is_one_line_naming_the_help(capsys: pytest.CaptureFix
         ("proposals", "--limit", "-3"): "fake-lucy proposals: argument --limit: must be at least 1",
         ("memories", "--limit", "0"): "fake-lucy memories: argument --limit: must be at least 1",
         ("requests", "--limit", "x"): "fake-lucy requests: argument --limit: 'x' is not a whole number",
-        ("proposals", "--stat", "pending"): "fake-lucy: unrecognized arguments: --stat pending",
+        ("proposals", "--stat", "pending"): "fake-lucy proposals: unrecognized arguments: --stat pending"
+        " (see fake-lucy proposals --help)",
+        (
+            "serve",
+            "--prot",
+            "1",
+        ): "fake-lucy serve: unrecognized arguments: --prot 1 (see fake-lucy serve --help)",
+        ("clock", "advance", "2h", "--nope"): "fake-lucy clock advance: unrecognized arguments: --nope",
         ("approve", ""): "fake-lucy approve: argument ID: an id is not empty",
         ("tenants", "delete", ""): "fake-lucy tenants delete: argument tenant: an id is not empty",
         (
@@ -351,10 +366,9 @@ def test_requests_follow_prints_new_requests_as_they_arrive(
         parser = cli._parser()
         args = parser.parse_args(["requests", "--follow", "--json", "--url", server.base_url])
         out = _Lines()
+        err = io.StringIO()
         codes: list[int] = []
-        follower = threading.Thread(
-            target=lambda: codes.append(cli.operator_cli.run(args, out, io.StringIO()))
-        )
+        follower = threading.Thread(target=lambda: codes.append(cli.operator_cli.run(args, out, err)))
         follower.start()
         try:
             assert out.wait_for('"operation": "propose"'), "the listing (the stream is open by then)"
@@ -371,7 +385,11 @@ def test_requests_follow_prints_new_requests_as_they_arrive(
     lines = [json.loads(line) for line in out.getvalue().splitlines()]
     assert [line["operation"] for line in lines] == ["propose", "recall"]
     assert lines[1]["request_id"] == response.headers["Lucy-Request-Id"]
-    assert codes == [0]
+    assert codes == [0]  # as ``docker logs -f`` ends when its container stops, but not in silence:
+    assert err.getvalue() == (
+        f"fake-lucy: the fake at {server.base_url} ended the event stream"
+        " (it stopped, or this admin token's tenant is gone)\n"
+    )
 
 
 def test_serve_logs_one_line_per_v1_request_without_tokens_or_bodies_and_prints_a_console_link(
@@ -452,6 +470,9 @@ def test_findings_lists_a_retried_recall_as_a_table_and_as_json(
     assert (code, json.loads(out)) == (0, [finding])
     code, out, _ = fake_lucy(capsys, "findings", "--credential", "cred_AAAAAAAAAAAAAAAAAAAAAA", "--json")
     assert (code, json.loads(out)) == (0, [])
+    for option in ("--credential-id", "--credential"):  # the name faults add uses too, and the short one
+        code, out, _ = fake_lucy(capsys, "findings", option, "cred_dev_default", "--json")
+        assert (code, json.loads(out)) == (0, [finding])
     code, out, _ = fake_lucy(capsys, "findings", "--code", "status_retried", "--json")
     assert (code, json.loads(out)) == (0, [])
 
