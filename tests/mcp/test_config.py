@@ -68,7 +68,15 @@ def test_the_token_is_required(configure) -> None:
 
 
 @pytest.mark.parametrize(
-    "placeholder", ["${LUCY_MEMORY_TOKEN}", "${env:LUCY_MEMORY_TOKEN}", "${input:lucy-token}", "<your-token>"]
+    "placeholder",
+    [
+        "${LUCY_MEMORY_TOKEN}",
+        "${env:LUCY_MEMORY_TOKEN}",
+        "${input:lucy-token}",
+        "<your-token>",
+        "<your token>",  # not a token's characters either: the placeholder is what to say
+        " ${input:lucy token} ",
+    ],
 )
 def test_a_placeholder_the_host_did_not_fill_in_is_refused(configure, placeholder: str) -> None:
     """A host that does not know a placeholder syntax passes it on as it is: every call would be 401."""

@@ -218,14 +218,15 @@ def resolve_config(settings: McpSettings) -> ServerConfig:
     token = settings.token
     if token is None:
         raise McpConfigError(f"{ENV_PREFIX}TOKEN is required (inject it from the host's secret store)")
-    if not valid_token(token.get_secret_value()):
-        raise McpConfigError(f"{ENV_PREFIX}TOKEN must be {TOKEN_RULE}")
-    if _PLACEHOLDER.fullmatch(token.get_secret_value()):
+    # the placeholder first: "<your token>" has a space, but what is wrong is that it was not filled in
+    if _PLACEHOLDER.fullmatch(token.get_secret_value().strip()):
         # a host that does not expand this syntax passes it on as it is: every call would be a 401
         raise McpConfigError(
             f"{ENV_PREFIX}TOKEN is a placeholder the host did not fill in (like ${{env:...}} or <token>):"
             " use the syntax of your host (see the README) or inject the token from its secret store"
         )
+    if not valid_token(token.get_secret_value()):
+        raise McpConfigError(f"{ENV_PREFIX}TOKEN must be {TOKEN_RULE}")
     permissions = _permissions(settings.permissions)
     insecure = _insecure_loopback(settings.allow_insecure_loopback)
     if (settings.base_url is None) == (settings.transport_module is None):
