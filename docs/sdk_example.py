@@ -12,7 +12,7 @@ import asyncio
 import json
 import os
 
-from lucy_memory import AgentMemoryClient, ResponseLostError, create_lucy_http_transport
+from lucy_memory import AgentMemoryClient, LucyMemoryError, ResponseLostError, create_lucy_http_transport
 
 
 async def main() -> None:
@@ -53,4 +53,7 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    try:
+        asyncio.run(main())
+    except LucyMemoryError as error:  # one line (its code and detail), not a traceback
+        raise SystemExit(f"sdk_example: {error}") from None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -114,6 +115,28 @@ async def test_the_readme_auto_approve_suggestion_is_a_request_the_fake_accepts(
     async with fake_lucy.client() as http:
         proposed = await propose(http)
     assert proposed.json()["proposal"]["status"] == "approved"
+
+
+@pytest.mark.slow
+def test_the_sdk_example_without_a_fake_ends_with_one_line_naming_the_error() -> None:
+    with socket.socket() as unused:  # a port nothing listens on (bound, never listening)
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+        result = subprocess.run(  # noqa: S603 - our own interpreter and example
+            [sys.executable, str(ROOT / "docs" / "sdk_example.py")],
+            env={
+                **os.environ,
+                "LUCY_MEMORY_BASE_URL": f"http://127.0.0.1:{port}",
+                "LUCY_MEMORY_TOKEN": "lucy-dev-token",
+            },
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    assert (result.returncode, result.stdout) == (1, "")
+    [line] = result.stderr.splitlines()
+    assert line.startswith("sdk_example: connection_failed: "), line
 
 
 @pytest.mark.slow
