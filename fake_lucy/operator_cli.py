@@ -30,6 +30,7 @@ from fake_lucy.addresses import is_loopback, path_segment
 from fake_lucy.domain import findings
 from fake_lucy.domain.clock import parse_timestamp
 from fake_lucy.domain.defaults import DEFAULT_ADMIN_TOKEN
+from fake_lucy.dumps import snapshot_in
 from fake_lucy.files import write_atomically
 from fake_lucy.text import one_line, pieces, visible
 from lucy_memory._contract import (
@@ -855,9 +856,12 @@ def _snapshot(api: _Api, args: argparse.Namespace, out: TextIO) -> None:
     except OSError as exc:
         raise UsageError(f"cannot read {path} ({exc.strerror or exc})") from None
     try:
-        parse_json_object(data)
+        document = parse_json_object(data)
     except InvalidJSONError as exc:
         raise UsageError(f"{path} is not a JSON object ({exc})") from None
+    inner = snapshot_in(document)
+    if inner is not document:  # a failure dump: the snapshot in it
+        data = json.dumps(inner, ensure_ascii=False).encode("utf-8")
     answer = _answer(
         api.send("PUT", "/snapshot", content=data, headers={"Content-Type": "application/json"}), api.url
     )

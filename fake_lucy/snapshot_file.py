@@ -14,6 +14,7 @@ from fake_lucy import __version__
 from fake_lucy.domain import snapshot
 from fake_lucy.domain.errors import DomainError
 from fake_lucy.domain.principals import hash_token
+from fake_lucy.dumps import snapshot_in
 from fake_lucy.files import write_atomically
 from fake_lucy.http.problems import json_bytes
 from fake_lucy.runtime import FakeLucy
@@ -30,9 +31,10 @@ def import_file(fake: FakeLucy, path: Path) -> None:
 
 
 def read_snapshot(path: Path) -> dict[str, Any]:
-    """The JSON object in ``path``; ``ValueError`` (one line naming the file) when it is none."""
+    """The JSON object in ``path`` (the snapshot in it, when it is a failure dump); ``ValueError``
+    (one line naming the file) when it is none."""
     try:
-        return parse_json_object(path.read_bytes())
+        return snapshot_in(parse_json_object(path.read_bytes()))
     except OSError as exc:
         raise ValueError(f"cannot read the snapshot {path} ({exc.strerror or exc})") from None
     except InvalidJSONError as exc:

@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from fake_lucy.dumps import snapshot_in
+
 if TYPE_CHECKING:
     from fake_lucy.testing._control import Baseline, Control
 
@@ -193,6 +195,8 @@ def _restore_snapshot(item: pytest.Item, marker: pytest.Mark, controls: list[Con
     unreadable: str | None = None
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(document, dict):
+            document = snapshot_in(document)  # a failure dump: the snapshot in it
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         unreadable = str(exc)
     if unreadable is not None:  # outside the except: one line, no chained error

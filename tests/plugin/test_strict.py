@@ -482,3 +482,56 @@ def test_never_runs(fake_lucy_server):
         verify=shared_tls_context(),
     ).json()["items"]
     assert [item["tenant"] for item in left] == ["tenant_dev"]
+
+
+def test_a_failure_dump_goes_into_a_fake_as_it_was_written(
+    pytester: pytest.Pytester, live: LiveServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``serve --import``, ``fake-lucy snapshot import`` and ``lucy_snapshot`` take the dump file
+    itself (the snapshot in it), not only a snapshot extracted from it."""
+    from fake_lucy import cli
+    from fake_lucy.dumps import DUMP_KEYS
+    from fake_lucy.snapshot_file import read_snapshot
+
+    pytester.makepyfile(
+        test_dumped=HEADER
+        + """
+async def test_fails(fake_lucy):
+    async with fake_lucy.client() as http:
+        proposed = await http.post(
+            "/api/agent-memory/v1/proposals",
+            json={
+                "kind": "fact",
+                "content": "Kept by the dump.",
+                "scope": {"kind": "project", "id": "project_example"},
+            },
+            headers={"Idempotency-Key": "dumped-0001"},
+        )
+    assert proposed.status_code == 201
+    assert False, "kept"
+"""
+    )
+    result = pytester.runpytest("-p", "no:randomly", "--lucy-dump-on-failure=dumps", "-W", "error")
+    result.assert_outcomes(failed=1)
+    [path] = (pytester.path / "dumps").iterdir()
+    dump = json.loads(path.read_text())
+    assert dump.keys() == DUMP_KEYS
+    assert read_snapshot(path) == dump["snapshot"]  # what serve --import restores
+
+    monkeypatch.delenv("FAKE_LUCY_ADMIN_TOKEN", raising=False)
+    monkeypatch.delenv("FAKE_LUCY_ADMIN_TOKEN_FILE", raising=False)
+    assert cli.main(["snapshot", "import", str(path), "--url", live.base_url]) == 0
+    [kept] = [p for p in live.sync_admin.proposals()["items"] if p["content"] == "Kept by the dump."]
+    assert kept["status"] == "pending"
+
+    pytester.makepyfile(
+        test_restored=HEADER
+        + f"""
+@pytest.mark.lucy_snapshot({str(path)!r})
+async def test_starts_from_the_dump(fake_lucy):
+    items = (await fake_lucy.admin.proposals())["items"]
+    assert [p["content"] for p in items if p["status"] == "pending"] == ["Kept by the dump."]
+"""
+    )
+    result = pytester.runpytest("-p", "no:randomly", "test_restored.py", "-W", "error")
+    result.assert_outcomes(passed=1)
