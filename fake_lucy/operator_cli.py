@@ -717,13 +717,28 @@ def _fault_row(f: dict[str, Any]) -> dict[str, str]:
     }
 
 
+def _fault_phase(args: argparse.Namespace) -> str | None:
+    """``--phase``, or the one phase ``--drop-connection`` or ``--hold-ms`` goes with; a usage error
+    for another phase given with them (a fault that would never do what was asked)."""
+    phase: str | None = args.phase
+    for option, given, only in (
+        ("--drop-connection", args.drop_connection, "after_commit"),
+        ("--hold-ms", args.hold_ms is not None, "in_flight"),
+    ):
+        if given and phase not in (None, only):
+            raise UsageError(f"{option} goes with --phase {only}, not --phase {phase}")
+        if given:
+            phase = only
+    return phase
+
+
 def _faults(api: _Api, args: argparse.Namespace, out: TextIO) -> None:
     if args.action == "add":
         options = {
             "count": args.count,
             "code": args.code,
             "retry_after": args.retry_after,
-            "phase": args.phase,
+            "phase": _fault_phase(args),
             "drop_connection": args.drop_connection,
             "delay_ms": args.delay_ms,
             "hold_ms": args.hold_ms,

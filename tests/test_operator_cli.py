@@ -234,6 +234,27 @@ def test_a_token_no_header_can_carry_or_a_broken_url_is_one_line_and_exit_2(
         assert (code, err) == (2, f"fake-lucy: {broken!r} is not an http(s) URL of a running fake\n")
 
 
+def test_faults_add_gives_drop_connection_and_hold_ms_the_one_phase_they_go_with(
+    live: LiveServer, url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = fake_lucy(capsys, "faults", "add", "propose", "503", "--drop-connection", "--json")
+    assert (code, err) == (0, "")
+    code, _, err = fake_lucy(capsys, "faults", "add", "propose", "503", "--hold-ms", "100", "--json")
+    assert (code, err) == (0, "")
+    dropped, held = control(live, "GET", "/faults")["items"]
+    assert (dropped["phase"], dropped["drop_connection"]) == ("after_commit", True)
+    assert (held["phase"], held["hold_ms"]) == ("in_flight", 100)
+    for argv, said in (
+        (("--drop-connection", "--phase", "before"), "--drop-connection goes with --phase after_commit"),
+        (("--hold-ms", "5", "--phase", "after_commit"), "--hold-ms goes with --phase in_flight"),
+        (("--drop-connection", "--hold-ms", "5"), "--hold-ms goes with --phase in_flight"),
+    ):
+        code, out, err = fake_lucy(capsys, "faults", "add", "propose", "503", *argv)
+        assert (code, out) == (2, "")
+        assert err.startswith(f"fake-lucy: {said}, not --phase "), err
+    assert len(control(live, "GET", "/faults")["items"]) == 2  # none of those was armed
+
+
 def test_clock_faults_and_reset_steer_the_running_fake(
     live: LiveServer, url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

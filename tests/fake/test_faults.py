@@ -173,6 +173,8 @@ async def test_a_fault_for_an_unknown_credential_or_a_wrong_phase_is_refused(adm
         {"operation": "recall", "phase": "in_flight"},
         {"drop_connection": True},
         {"drop_connection": True, "phase": "before"},
+        {"hold_ms": 100},  # a hold goes with the in-flight phase alone: elsewhere it would do nothing
+        {"hold_ms": 100, "phase": "after_commit"},
         {"status": 418},
     ]
     for options in bad:
