@@ -545,8 +545,14 @@ def _scope(item: dict[str, Any]) -> str:
 
 
 def _about(item: dict[str, Any]) -> dict[str, str]:
-    """The cells of what a proposal or a memory is about: its kind, scope and topic."""
-    return {"KIND": _cell(item["kind"]), "SCOPE": _cell(_scope(item), 30), "TOPIC": _cell(item["topic"], 20)}
+    """The cells of what a proposal or a memory is about: its tenant (a server admin lists every
+    tenant's), kind, scope and topic."""
+    return {
+        "TENANT": _cell(item["tenant"], 20),
+        "KIND": _cell(item["kind"]),
+        "SCOPE": _cell(_scope(item), 30),
+        "TOPIC": _cell(item["topic"], 20),
+    }
 
 
 def _proposal_row(p: dict[str, Any]) -> dict[str, str]:

@@ -76,8 +76,9 @@ def test_proposals_lists_a_table_for_people_and_json_for_scripts(
     code, table, _ = fake_lucy(capsys, "proposals")
     assert code == 0
     header, row = table.splitlines()
-    assert header.split() == ["ID", "STATUS", "KIND", "SCOPE", "TOPIC", "CREATED", "CONTENT"]
+    assert header.split() == ["ID", "STATUS", "TENANT", "KIND", "SCOPE", "TOPIC", "CREATED", "CONTENT"]
     assert row.startswith(created["id"])
+    assert row.split()[1:3] == ["pending", "tenant_dev"]  # a server admin lists every tenant's
     assert "Zero⟨U+200B⟩width and ⟨U+001B⟩[31mred" in row
     code, out, _ = fake_lucy(capsys, "proposals", "--status", "pending", "--json")
     assert code == 0
@@ -102,7 +103,10 @@ def test_approve_reject_and_expire_decide_and_the_control_api_confirms(
     assert by_id[second["id"]]["reason_detail"] == "not a fact"
     code, out, _ = fake_lucy(capsys, "memories")
     assert code == 0
-    assert "Fact 0." in out
+    header, *rows = out.splitlines()
+    assert header.split()[:4] == ["ID", "V", "STATUS", "TENANT"]
+    [row] = [row for row in rows if "Fact 0." in row]
+    assert row.split()[2:4] == ["active", "tenant_dev"]
 
 
 def test_an_unknown_id_a_wrong_token_or_no_server_is_one_line_and_exit_1(

@@ -16,7 +16,16 @@ from fake_lucy.store.records import (
     TenantSummary,
 )
 
-__all__ = ["journal_dict", "ledger_dict", "memory_dict", "memory_row_dict", "proposal_dict", "tenant_dict"]
+__all__ = [
+    "control_memory_dict",
+    "control_proposal_dict",
+    "journal_dict",
+    "ledger_dict",
+    "memory_dict",
+    "memory_row_dict",
+    "proposal_dict",
+    "tenant_dict",
+]
 
 
 def _memory(get: Callable[[str], Any]) -> dict[str, Any]:
@@ -73,6 +82,17 @@ def proposal_dict(record: ProposalRecord) -> dict[str, Any]:
         "expires_at": record.expires_at,
         "decided_at": record.decided_at,
     }
+
+
+def control_proposal_dict(record: ProposalRecord) -> dict[str, Any]:
+    """The control API's proposal (``schemas/control-proposal.schema.json``): the v1 object, with
+    its tenant and the credential that proposed it (a server admin sees every tenant's)."""
+    return {**proposal_dict(record), "tenant": record.tenant_id, "credential_id": record.credential_id}
+
+
+def control_memory_dict(record: MemoryRecord) -> dict[str, Any]:
+    """The control API's memory version (``schemas/control-memory.schema.json``): with its tenant."""
+    return {**memory_dict(record), "tenant": record.tenant_id}
 
 
 def journal_dict(record: JournalRow) -> dict[str, Any]:

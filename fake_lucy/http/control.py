@@ -23,7 +23,13 @@ from fake_lucy.domain.errors import DomainError, invalid_field
 from fake_lucy.domain.ids import random_request_id
 from fake_lucy.domain.policy import policy_dict
 from fake_lucy.domain.principals import NewCredential, hash_token
-from fake_lucy.domain.records import journal_dict, ledger_dict, memory_dict, proposal_dict, tenant_dict
+from fake_lucy.domain.records import (
+    control_memory_dict,
+    control_proposal_dict,
+    journal_dict,
+    ledger_dict,
+    tenant_dict,
+)
 from fake_lucy.http import cursors, inputs
 from fake_lucy.http.abort import client_gone
 from fake_lucy.http.events import EventStream, last_event_id
@@ -152,7 +158,7 @@ def _list_proposals(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -
     after = _seq_cursor(ctx)
     wanted = ProposalFilter(status=status, tenant=ctx.query.get("tenant"))
     page = admin.proposals(conn, wanted, after=after, limit=limit, scope=ctx.scope)
-    return 200, _page(page, proposal_dict)
+    return 200, _page(page, control_proposal_dict)
 
 
 def _decide(decision: admin.Decision) -> _Handler:
@@ -165,7 +171,7 @@ def _decide(decision: admin.Decision) -> _Handler:
             reason_detail=body.get("reason_detail"),
             scope=ctx.scope,
         )
-        return 200, {"proposal": proposal_dict(record)}
+        return 200, {"proposal": control_proposal_dict(record)}
 
     return handler
 
@@ -183,15 +189,19 @@ def _list_memories(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) ->
     )
     after = cursors.decode_pair(ctx.query.get("cursor"))
     page = admin.memories(conn, wanted, after=after, limit=limit, scope=ctx.scope)
-    return 200, _page(page, memory_dict)
+    return 200, _page(page, control_memory_dict)
 
 
 def _delete_memory(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
-    return 200, {"memory": memory_dict(admin.delete_memory(conn, ctx.path["memory_id"], scope=ctx.scope))}
+    return 200, {
+        "memory": control_memory_dict(admin.delete_memory(conn, ctx.path["memory_id"], scope=ctx.scope))
+    }
 
 
 def _restore_memory(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
-    return 200, {"memory": memory_dict(admin.restore_memory(conn, ctx.path["memory_id"], scope=ctx.scope))}
+    return 200, {
+        "memory": control_memory_dict(admin.restore_memory(conn, ctx.path["memory_id"], scope=ctx.scope))
+    }
 
 
 def _get_policy(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:

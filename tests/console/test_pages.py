@@ -364,6 +364,31 @@ async def test_pages_take_their_paging_and_filters_and_refuse_bad_ones(
         assert (await browser.get(CONSOLE + bad)).status_code == 400, bad
 
 
+async def test_a_server_admin_sees_whose_each_proposal_and_memory_is_a_tenant_admin_needs_not(
+    fake: InProcessFake, browser: httpx.AsyncClient, admin: FakeAdmin, api: httpx.AsyncClient
+) -> None:
+    made = await admin.create_tenant("tenant-other")
+    async with fake.client(made["credential"]["token"]) as other_api:
+        other = (await propose(other_api, proposal_body("The other tenant plan."))).json()["proposal"]
+    await admin.approve(other["id"])
+    await propose(api, proposal_body("The dev tenant plan."))
+    assert (await log_in(browser)).status_code == 303
+    queue = (await browser.get(CONSOLE + "/")).text
+    assert "The dev tenant plan." in queue
+    assert "<dt>tenant</dt><dd>tenant_dev</dd>" in queue
+    for path, tenant in (
+        ("/proposals", "tenant-other"),
+        ("/proposals", "tenant_dev"),
+        ("/memories", "tenant-other"),
+    ):
+        assert f"<td>{tenant}</td>" in (await browser.get(CONSOLE + path)).text, (path, tenant)
+    assert (await log_in(browser, made["admin_token"])).status_code == 303
+    for path in ("/", "/proposals", "/memories"):  # its own tenant's only: no column for it
+        page = (await browser.get(CONSOLE + path)).text
+        assert "<th>tenant</th>" not in page, path
+        assert "<dt>tenant</dt>" not in page, path
+
+
 async def test_a_tenant_admin_logs_in_and_sees_and_changes_only_its_tenant(
     fake: InProcessFake, browser: httpx.AsyncClient, admin: FakeAdmin, api: httpx.AsyncClient
 ) -> None:

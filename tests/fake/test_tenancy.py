@@ -30,6 +30,24 @@ async def test_the_same_scope_id_in_two_tenants_is_two_scopes(fake, admin) -> No
         assert (await status(client_b, created.json()["proposal"]["id"])).status_code == 404
 
 
+async def test_the_control_listings_name_each_items_tenant_and_proposer(fake, admin) -> None:
+    """A server admin of a shared fake sees every tenant's proposals and memories: each says whose."""
+    a = await admin.create_credential("tenant_a", scopes=[SHARED])
+    b = await admin.create_credential("tenant_b", scopes=[SHARED])
+    async with fake.client(a["token"]) as client_a, fake.client(b["token"]) as client_b:
+        from_a = (await propose(client_a, proposal_body("The same words.", scope=SHARED))).json()["proposal"]
+        from_b = (await propose(client_b, proposal_body("The same words.", scope=SHARED))).json()["proposal"]
+    listed = {p["id"]: (p["tenant"], p["credential_id"]) for p in (await admin.proposals())["items"]}
+    assert listed[from_a["id"]] == ("tenant_a", a["credential_id"])
+    assert listed[from_b["id"]] == ("tenant_b", b["credential_id"])
+    approved = await admin.approve(from_b["id"])
+    assert (approved["tenant"], approved["credential_id"]) == ("tenant_b", b["credential_id"])
+    memories = [m for m in (await admin.memories())["items"] if m["id"] == approved["memory"]["id"]]
+    assert [m["tenant"] for m in memories] == ["tenant_b"]
+    deleted = await admin.delete_memory(approved["memory"]["id"])
+    assert deleted["tenant"] == "tenant_b"
+
+
 async def test_another_account_of_the_same_tenant_cannot_read_a_proposal(fake, api, admin) -> None:
     other = await admin.create_credential(scopes=[{"kind": "project", "id": "project_example"}])
     created = await propose(api, proposal_body())
