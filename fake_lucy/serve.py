@@ -31,7 +31,7 @@ from fake_lucy.files import check_writable
 from fake_lucy.http.console import PREFIX as CONSOLE
 from fake_lucy.runtime import FakeLucy, SeedMismatchError
 from fake_lucy.server_log import RequestLogger
-from fake_lucy.settings import FakeLucySettings, load_settings
+from fake_lucy.settings import ENV_PREFIX, FakeLucySettings, load_settings
 from fake_lucy.snapshot_file import export_file, read_snapshot, restore_snapshot
 from fake_lucy.text import one_line
 from lucy_memory._contract import PERMISSIONS
@@ -269,11 +269,25 @@ def _run(settings: FakeLucySettings, fake: FakeLucy) -> None:
 
 
 def _setting_problem(location: tuple[int | str, ...], message: str) -> str:
-    """``setting: what is wrong``; a rule of several settings (both TLS files) has no one setting,
-    and a rule's own sentence loses pydantic's ``Value error,`` prefix."""
-    where = ".".join(str(part) for part in location)
+    """``--option (FAKE_LUCY_OPTION): what is wrong``, named as the user sets it; a rule of several
+    settings (both TLS files) has no one setting, and a rule's own sentence loses pydantic's
+    ``Value error,`` prefix."""
     message = message.removeprefix("Value error, ")
-    return f"{where}: {message}" if where else message
+    if not location:
+        return message
+    field = str(location[0])
+    name = "import" if field == "import_file" else field  # --import is FAKE_LUCY_IMPORT
+    return f"--{name.replace('_', '-')} ({ENV_PREFIX}{name.upper()}): {message}"
+
+
+def _check_seed(settings: FakeLucySettings) -> None:
+    """A seed file that cannot be read is a configuration error, named so, before anything starts."""
+    if settings.seed is None:
+        return
+    try:
+        settings.seed.read_bytes()
+    except OSError as exc:
+        raise ValueError(f"cannot read the seed {settings.seed} ({exc.strerror or exc})") from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -284,6 +298,7 @@ def run(args: argparse.Namespace) -> int:
         settings = load_settings(**overrides)
         settings.resolved_admin_token()
         check_tls(settings)
+        _check_seed(settings)
         if settings.export_on_exit is not None:  # found out now, not when the state is to be kept
             check_writable(settings.export_on_exit)
     except ValidationError as exc:  # one line per setting, never pydantic's multi-line dump

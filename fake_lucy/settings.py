@@ -11,13 +11,16 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from lucy_memory._contract import TOKEN_RULE, valid_token
 
-__all__ = ["FakeLucySettings", "load_settings"]
+__all__ = ["ENV_PREFIX", "FakeLucySettings", "load_settings"]
 
 DEFAULT_DATABASE = ".fake-lucy/fake-lucy.sqlite3"
 
 
+ENV_PREFIX = "FAKE_LUCY_"
+
+
 class FakeLucySettings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="FAKE_LUCY_", extra="forbid")
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid")
 
     host: str = "127.0.0.1"
     port: int = Field(default=8787, ge=0, le=65535)
@@ -38,9 +41,11 @@ class FakeLucySettings(BaseSettings):
     tls_keyfile: Path | None = None
 
     @model_validator(mode="after")
-    def _tls_pair(self) -> FakeLucySettings:
+    def _together(self) -> FakeLucySettings:
         if (self.tls_certfile is None) != (self.tls_keyfile is None):
             raise ValueError("--tls-certfile and --tls-keyfile go together: give both, or neither")
+        if self.database == ":memory:" and self.workers > 1:
+            raise ValueError("--database :memory: is one process's: it cannot serve --workers above 1")
         return self
 
     @property

@@ -57,6 +57,25 @@ def test_a_bad_configuration_exits_with_one_clear_line(tmp_path) -> None:
     assert ":memory:" in message
 
 
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--database", ":memory:", "--workers", "2"], "--database :memory: is one process's"),
+        (["--seed", "{dir}/none.json"], "cannot read the seed {dir}/none.json (No such file or directory)"),
+        (["--workers", "0"], "--workers (FAKE_LUCY_WORKERS): Input should be greater than or equal to 1"),
+    ],
+)
+def test_a_configuration_error_names_what_the_user_set_and_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], expected: str
+) -> None:
+    database = ["--database", str(tmp_path / "x.sqlite3")] if "--database" not in args else []
+    assert main(["serve", *database, *(a.format(dir=tmp_path) for a in args)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"fake-lucy: invalid configuration: {expected.format(dir=tmp_path)}"), err
+    assert err.count("\n") == 1
+    assert not (tmp_path / "x.sqlite3").exists()  # refused before the database was made
+
+
 def _foreign_database(path: Path) -> None:
     conn = sqlite3.connect(path)
     conn.execute("CREATE TABLE customers (name TEXT)")
@@ -70,9 +89,11 @@ def _foreign_database(path: Path) -> None:
         ("random", ["--database", "{db}"], {}, "cannot be opened as a SQLite database"),
         ("directory", ["--database", "{dir}"], {}, "cannot be opened as a SQLite database"),
         ("foreign", ["--database", "{db}"], {}, "holds tables of another application"),
-        (None, ["--database", ""], {}, "database:"),
-        (None, ["--port", "70000"], {}, "port:"),
-        (None, [], {"FAKE_LUCY_PORT": "abc"}, "port:"),
+        (None, ["--database", ""], {}, "--database (FAKE_LUCY_DATABASE): "),
+        (None, ["--port", "70000"], {}, "--port (FAKE_LUCY_PORT): "),
+        (None, [], {"FAKE_LUCY_PORT": "abc"}, "--port (FAKE_LUCY_PORT): "),
+        (None, [], {"FAKE_LUCY_QUIET": "banana"}, "--quiet (FAKE_LUCY_QUIET): "),
+        (None, ["--database", "{db}"], {"FAKE_LUCY_IMPORT": "{dir}/none.json"}, "cannot read the snapshot"),
         ("bad-seed", ["--seed", "{seed}", "--database", "{db}"], {}, "the seed file"),
         ("deep-seed", ["--seed", "{seed}", "--database", "{db}"], {}, "nested too deeply"),
         (
@@ -100,7 +121,7 @@ def test_a_bad_file_or_setting_is_one_line_and_a_non_zero_exit(
     elif make == "deep-seed":
         seed.write_text("[" * 100_000, encoding="utf-8")
     for name, value in env.items():
-        monkeypatch.setenv(name, value.format(seed=seed))
+        monkeypatch.setenv(name, value.format(seed=seed, dir=tmp_path))
     argv = ["serve", *(a.format(db=db, dir=tmp_path, seed=seed) for a in args)]
     assert main(argv) != 0
     err = capsys.readouterr().err.strip()
