@@ -70,9 +70,10 @@ class UsageError(Exception):
 class ApiError(Exception):
     """The fake answered with a problem (``status``), or could not be reached (``status`` None): exit 1."""
 
-    def __init__(self, message: str, status: int | None = None) -> None:
+    def __init__(self, message: str, status: int | None = None, refused: Sequence[str] = ()) -> None:
         super().__init__(message)
         self.status = status
+        self.refused = tuple(refused)  # a 422 invalid_request: what is wrong, by option (see ``_option``)
 
 
 class StreamEnded(Exception):
@@ -308,6 +309,8 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     except UsageError as exc:
         return _fail(err, str(exc), 2)
     except ApiError as exc:
+        if exc.refused and args.command != "snapshot":  # what was given on the command line: exit 2
+            return _fail(err, "; ".join(exc.refused) + " (the fake refused it: 422 invalid_request)", 2)
         return _fail(err, str(exc), 1)
     except (KeyError, TypeError, AttributeError):  # an answer of another shape: not the fake's
         return _fail(err, f"the answer from {shown} is not one of fake-lucy", 1)
@@ -464,9 +467,28 @@ def _answer(response: httpx.Response, url: str) -> Any:
         if errors:  # a 422: the first pointers, and what is wrong there
             where = "; ".join(f"{error['pointer'] or '/'} {error['detail']}" for error in errors[:3])
             detail += f" ({where}{'; …' if len(errors) > 3 else ''})"
+        refused = []
+        if response.status_code == 422 and problem["code"] == "invalid_request":
+            refused = [f"{_option(error['pointer'])} {error['detail']}" for error in errors[:3]]
     except (ValueError, KeyError, TypeError, AttributeError):
         detail = f"HTTP {response.status_code} from {url} (not an answer of fake-lucy)"
-    raise ApiError(visible(detail), response.status_code)
+        refused = []
+    raise ApiError(visible(detail), response.status_code, [visible(item) for item in refused])
+
+
+# What the command line calls the fields the fake checks: an option, or an argument.
+_OPTIONS = {
+    "seconds": "the duration (in seconds)",
+    "now": "the time",
+    "reason_detail": "--reason",
+    "operation": "OPERATION",
+}
+
+
+def _option(pointer: str) -> str:
+    """The option (or argument) behind a request field the fake refused (``/delay_ms`` → ``--delay-ms``)."""
+    field = pointer.lstrip("/").split("/", 1)[0]
+    return _OPTIONS.get(field, "--" + field.replace("_", "-"))
 
 
 # -- output -------------------------------------------------------------------------------------

@@ -180,6 +180,28 @@ def test_an_empty_admin_token_variable_is_a_usage_error_as_serve_says(
     assert (code, out, err) == (2, "", "fake-lucy: FAKE_LUCY_ADMIN_TOKEN is set but empty\n")
 
 
+def test_a_value_the_fake_refuses_is_a_usage_error_naming_its_option(
+    live: LiveServer, url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The lower bounds are the CLI's own; the upper ones (and the patterns) are the contract's,
+    checked by the fake: either way exit 2, in the command line's words, and nothing changed."""
+    before = control(live, "PUT", "/clock", json={"frozen": True})
+    cases = {
+        ("clock", "advance", "99999999d"): "the duration (in seconds) must be at most 315360000",
+        ("requests", "--limit", "100000"): "--limit must be an integer from 1 to 10000",
+        ("faults", "add", "propose", "503", "--delay-ms", "999999999"): "--delay-ms must be at most 60000",
+        ("tenants", "create", "--tenant", "bad id!"): "--tenant must match the pattern ",
+    }
+    for argv, said in cases.items():
+        code, out, err = fake_lucy(capsys, *argv)
+        assert (code, out) == (2, ""), argv
+        assert err.startswith(f"fake-lucy: {said}"), err
+        assert err.endswith(" (the fake refused it: 422 invalid_request)\n"), err
+    assert control(live, "GET", "/clock") == before
+    assert control(live, "GET", "/faults")["items"] == []
+    assert [t["tenant"] for t in control(live, "GET", "/tenants")["items"]] == ["tenant_dev"]
+
+
 def test_every_usage_error_is_one_line_naming_the_help(capsys: pytest.CaptureFixture[str]) -> None:
     cases = {
         ("faults", "add", "propose", "200"): "fake-lucy faults add: argument status: invalid choice: 200",
