@@ -36,3 +36,25 @@ async def test_an_admin_error_shows_the_other_details_its_problem_carries(api, a
 def test_an_admin_error_without_details_is_status_code_and_detail() -> None:
     error = AdminError(404, {"code": "not_found", "detail": "no such proposal"})
     assert str(error) == "404 not_found: no such proposal"
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        ("yes", "must be one of: off, all (or a list)"),  # the word form refused: the list form is named
+        (5, "must be a string or a list"),  # neither form: both named
+        (None, "must be a string or a list"),
+        (["fact", "fact"], "must not contain duplicate items (or a string)"),
+        (
+            ["gossip"],
+            "must be one of: preference, identity, fact, decision, rule, brand_note, editorial_decision",
+        ),
+    ],
+)
+async def test_a_value_of_one_allowed_form_is_refused_naming_the_other_forms(admin, value, said) -> None:
+    """``auto_approve`` is "off", "all" or a list of kinds: a refused word must not hide the list."""
+    with pytest.raises(AdminError) as caught:
+        await admin.call("PUT", "/tenants/tenant_dev/policy", {"auto_approve": value})
+    [error] = caught.value.problem["details"]["errors"]
+    pointer = "/auto_approve/0" if value == ["gossip"] else "/auto_approve"
+    assert error == {"pointer": pointer, "detail": said}

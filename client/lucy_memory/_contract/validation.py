@@ -205,22 +205,61 @@ def _describe(error: ValidationError) -> str:
     if keyword == BYTES_KEYWORD:
         return f"must be at most {value} UTF-8 bytes"
     if keyword in ("anyOf", "oneOf"):
+        forms = [_FORMS.get(name, name) for name in _refused_types(error)]
+        if forms and len(forms) == len(value):  # refused by every branch for its type: name them
+            return "must be " + " or ".join(forms)
         return "does not match any of the allowed forms"
     return f"does not satisfy the schema keyword {keyword}"
 
 
+def _refused_types(error: ValidationError) -> list[str]:
+    """The types of an anyOf/oneOf's branches that refused the instance for its type alone."""
+    return [
+        item.validator_value
+        for item in error.context or ()
+        if item.validator == "type" and not item.relative_path and isinstance(item.validator_value, str)
+    ]
+
+
 def _specific(error: ValidationError) -> ValidationError:
-    """For anyOf/oneOf (nullable fields), report the branch that fits the instance's type."""
+    """For anyOf/oneOf (nullable fields, a word or a list), report the one branch that fits the
+    instance's type; when none or several fit, the anyOf itself (``_describe`` names its types)."""
     while error.validator in ("anyOf", "oneOf") and error.context:
-        candidates = [item for item in error.context if item.validator != "type"]
-        if not candidates:
+        branches: dict[Any, list[ValidationError]] = {}
+        for item in error.context:
+            branches.setdefault(item.relative_schema_path[0], []).append(item)
+        fitting = [
+            items
+            for items in branches.values()
+            if not any(item.validator == "type" and not item.relative_path for item in items)
+        ]
+        if len(fitting) != 1:
             return error
-        error = min(candidates, key=lambda item: -len(item.relative_path))
+        error = min(fitting[0], key=lambda item: -len(item.relative_path))
     return error
 
 
+# How a sentence names a value of a JSON type.
+_FORMS = {"array": "a list", "object": "an object", "string": "a string", "integer": "an integer",
+          "number": "a number", "boolean": "true or false", "null": "null"}  # fmt: skip
+
+
+def _other_forms(error: ValidationError, specific: ValidationError) -> str:
+    """For an anyOf/oneOf refused by its branch of the instance's type (``specific``, at the same
+    place): the other (non-null) types it allows, as ``" (or a list)"``, so that the sentence does
+    not hide a form that would do (``auto_approve`` "must be one of: off, all" is also a list of kinds)."""
+    if specific is error or specific.absolute_path != error.absolute_path:
+        return ""
+    others = [_FORMS[name] for name in _refused_types(error) if name in _FORMS and name != "null"]
+    return f" (or {' or '.join(others)})" if others else ""
+
+
 def _flatten(error: ValidationError) -> list[SchemaError]:
-    error = _specific(error)
+    specific = _specific(error)
+    forms = _other_forms(error, specific)
+    error = specific
+    if forms and error.validator not in ("required", "additionalProperties", "unevaluatedProperties"):
+        return [SchemaError(_pointer(list(error.absolute_path)), _describe(error) + forms)]
     base = list(error.absolute_path)
     if error.validator == "required":
         present = error.instance if isinstance(error.instance, dict) else {}
