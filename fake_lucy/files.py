@@ -59,9 +59,11 @@ def _umask() -> int:
 
 
 def check_writable(path: Path) -> None:
-    """Whether ``write_atomically(path, …)`` could write there, checked without writing: ``path``
-    is not a folder, and its nearest existing ancestor is a folder this process may create files
-    in (the folders below it are made then). ``ValueError`` saying what is in the way."""
+    """Whether ``write_atomically(path, …)`` could write there: ``path`` is not a folder, and its
+    nearest existing ancestor is a folder this process may create files in (the folders below it
+    are made then); when that is ``path``'s own folder, an empty file is made in it and removed, as
+    permissions alone do not tell (root on a read-only or pseudo file system such as ``/proc``).
+    ``ValueError`` saying what is in the way."""
     if path.is_dir():
         raise ValueError(f"{path} is a folder, not a file")
     ancestor = path.parent if str(path.parent) else Path()
@@ -73,3 +75,10 @@ def check_writable(path: Path) -> None:
         raise ValueError(f"{ancestor} is a file, so {path} cannot be written (it needs a folder there)")
     if not os.access(ancestor, os.W_OK | os.X_OK):
         raise ValueError(f"{path} cannot be written: no permission to create files in {ancestor}")
+    if ancestor == (path.parent if str(path.parent) else Path()):
+        try:
+            descriptor, probe = tempfile.mkstemp(dir=ancestor, prefix=f".{path.name}.", suffix=".probe")
+        except OSError as exc:
+            raise ValueError(f"{path} cannot be written ({exc.strerror or exc})") from None
+        os.close(descriptor)
+        Path(probe).unlink()

@@ -105,6 +105,13 @@ def _foreign_database(path: Path) -> None:
         # found out at start, not at SIGTERM when the session's state is to be kept
         ("bad-seed", ["--database", "{db}", "--export-on-exit", "{seed}/state.json"], {}, "is a file"),
         (None, ["--database", "{db}", "--export-on-exit", "{dir}"], {}, "is a folder, not a file"),
+        # a folder where files cannot be made whatever the permissions say (root on /proc)
+        (
+            None,
+            ["--database", "{db}", "--export-on-exit", "/proc/fake-lucy-state.json"],
+            {},
+            "cannot be written",
+        ),
         ("bad-seed", ["--database", "{db}"], {"FAKE_LUCY_IMPORT": "{seed}"}, "is not a JSON object"),
     ],
 )
