@@ -12,11 +12,13 @@ from typing import Any
 __all__ = ["DUMP_KEYS", "snapshot_in"]
 
 DUMP_KEYS = frozenset({"test", "fixture", "snapshot", "journal", "findings"})
+# SPEC 3.9's dump, which a dump written before it named its fixture still is
+_REQUIRED_KEYS = DUMP_KEYS - {"fixture"}
 
 
 def snapshot_in(document: dict[str, Any]) -> dict[str, Any]:
     """The snapshot a failure dump holds; ``document`` itself when it is not a dump."""
     inner = document.get("snapshot")
-    if document.keys() == DUMP_KEYS and isinstance(inner, dict):
+    if _REQUIRED_KEYS <= document.keys() <= DUMP_KEYS and isinstance(inner, dict):
         return inner
     return document

@@ -70,10 +70,9 @@ class UsageError(Exception):
 class ApiError(Exception):
     """The fake answered with a problem (``status``), or could not be reached (``status`` None): exit 1."""
 
-    def __init__(self, message: str, status: int | None = None, refused: Sequence[str] = ()) -> None:
+    def __init__(self, message: str, status: int | None = None) -> None:
         super().__init__(message)
         self.status = status
-        self.refused = tuple(refused)  # a 422 invalid_request: what is wrong, by option (see ``_option``)
 
 
 class StreamEnded(Exception):
@@ -304,13 +303,12 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     try:
         url, token = _target(args)
         with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30) as http:
-            api = _Api(http, _shown(url))
+            # a snapshot's refused fields are pointers into its file, not options
+            api = _Api(http, _shown(url), options_named=args.command != "snapshot")
             _HANDLERS[args.command](api, args, out)
     except UsageError as exc:
         return _fail(err, str(exc), 2)
     except ApiError as exc:
-        if exc.refused and args.command != "snapshot":  # what was given on the command line: exit 2
-            return _fail(err, "; ".join(exc.refused) + " (the fake refused it: 422 invalid_request)", 2)
         return _fail(err, str(exc), 1)
     except (KeyError, TypeError, AttributeError):  # an answer of another shape: not the fake's
         return _fail(err, f"the answer from {shown} is not one of fake-lucy", 1)
@@ -393,9 +391,10 @@ _USERINFO = re.compile(r"^([^/]*//)[^/?#]*@")
 
 
 class _Api:
-    def __init__(self, http: httpx.Client, url: str) -> None:
+    def __init__(self, http: httpx.Client, url: str, *, options_named: bool = False) -> None:
         self.http = http
         self.url = url
+        self.options_named = options_named  # a 422's fields named as the command line's options
 
     def call(self, method: str, path: str, body: Any = None, **params: Any) -> Any:
         return _answer(self.send(method, path, json=body, params=params), self.url)
@@ -410,7 +409,7 @@ class _Api:
         except httpx.TransportError as exc:
             raise ApiError(f"cannot reach {self.url} ({_reason(exc)})") from None
         if response.status_code >= 400:
-            _answer(response, self.url)
+            _answer(response, self.url, options_named=self.options_named)
         return response
 
     def pages(self, path: str, at_most: int | None = None, **params: Any) -> list[dict[str, Any]]:
@@ -448,7 +447,7 @@ def _reason(exc: httpx.TransportError) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def _answer(response: httpx.Response, url: str) -> Any:
+def _answer(response: httpx.Response, url: str, *, options_named: bool = False) -> Any:
     if 200 <= response.status_code < 300:
         if response.status_code == 204 or not response.content:
             return None
@@ -464,31 +463,55 @@ def _answer(response: httpx.Response, url: str) -> Any:
         problem = response.json()
         detail = f"{response.status_code} {problem['code']}: {problem['detail']}"
         errors = (problem.get("details") or {}).get("errors") or []
-        if errors:  # a 422: the first pointers, and what is wrong there
+        more = "; …" if len(errors) > 3 else ""
+        if errors and options_named and problem["code"] == "invalid_request":
+            # what was given on the command line, in its words: --delay-ms: must be at most 60000
+            names = _given(response.request)
+            where = "; ".join(
+                f"{_option(error['pointer'], names)}: {error['detail']}" for error in errors[:3]
+            )
+            detail = f"{where}{more} ({response.status_code} {problem['code']})"
+        elif errors:  # a 422: the first pointers, and what is wrong there
             where = "; ".join(f"{error['pointer'] or '/'} {error['detail']}" for error in errors[:3])
-            detail += f" ({where}{'; …' if len(errors) > 3 else ''})"
-        refused = []
-        if response.status_code == 422 and problem["code"] == "invalid_request":
-            refused = [f"{_option(error['pointer'])} {error['detail']}" for error in errors[:3]]
+            detail += f" ({where}{more})"
     except (ValueError, KeyError, TypeError, AttributeError):
         detail = f"HTTP {response.status_code} from {url} (not an answer of fake-lucy)"
-        refused = []
-    raise ApiError(visible(detail), response.status_code, [visible(item) for item in refused])
+    raise ApiError(visible(detail), response.status_code)
 
 
-# What the command line calls the fields the fake checks: an option, or an argument.
-_OPTIONS = {
-    "seconds": "the duration (in seconds)",
-    "now": "the time",
+def _given(request: httpx.Request) -> dict[str, str]:
+    """Where each field of a request came from: ``body`` or ``query`` (the rest is the path)."""
+    names = dict.fromkeys(request.url.params.keys(), "query")
+    try:
+        body = json.loads(request.content) if request.content else None
+    except ValueError:
+        body = None
+    if isinstance(body, dict):
+        names.update(dict.fromkeys(body, "body"))
+    return names
+
+
+# The body fields the command line gives as arguments or under another name, and the path's
+# parameters (the commands' arguments); any other field is the option of its name.
+_BODY_NAMES = {
+    "seconds": "DURATION (in seconds)",
+    "now": "TIME",
     "reason_detail": "--reason",
     "operation": "OPERATION",
+    "status": "STATUS",
 }
+_PATH_NAMES = {"proposal_id": "ID", "memory_id": "ID", "tenant": "TENANT"}
 
 
-def _option(pointer: str) -> str:
+def _option(pointer: str, given: dict[str, str]) -> str:
     """The option (or argument) behind a request field the fake refused (``/delay_ms`` → ``--delay-ms``)."""
     field = pointer.lstrip("/").split("/", 1)[0]
-    return _OPTIONS.get(field, "--" + field.replace("_", "-"))
+    where = given.get(field)
+    if where == "body" and field in _BODY_NAMES:
+        return _BODY_NAMES[field]
+    if where is None:
+        return _PATH_NAMES.get(field, field.upper())
+    return "--" + field.replace("_", "-")
 
 
 # -- output -------------------------------------------------------------------------------------
@@ -570,7 +593,7 @@ def _about(item: dict[str, Any]) -> dict[str, str]:
     """The cells of what a proposal or a memory is about: its tenant (a server admin lists every
     tenant's), kind, scope and topic."""
     return {
-        "TENANT": _cell(item["tenant"], 20),
+        "TENANT": _cell(item.get("tenant"), 20),  # a fake older than the field: –
         "KIND": _cell(item["kind"]),
         "SCOPE": _cell(_scope(item), 30),
         "TOPIC": _cell(item["topic"], 20),
@@ -748,6 +771,10 @@ def _fault_row(f: dict[str, Any]) -> dict[str, str]:
 def _fault_phase(args: argparse.Namespace) -> str | None:
     """``--phase``, or the one phase ``--drop-connection`` or ``--hold-ms`` goes with; a usage error
     for another phase given with them (a fault that would never do what was asked)."""
+    if args.drop_connection and args.hold_ms is not None:
+        raise UsageError(
+            "--drop-connection (phase after_commit) and --hold-ms (phase in_flight) do not go together"
+        )
     phase: str | None = args.phase
     for option, given, only in (
         ("--drop-connection", args.drop_connection, "after_commit"),

@@ -87,6 +87,21 @@ def test_proposals_lists_a_table_for_people_and_json_for_scripts(
     assert json.loads(out) == []
 
 
+def test_a_listing_from_a_fake_older_than_the_tenant_field_shows_a_dash() -> None:
+    from fake_lucy.operator_cli import _proposal_row
+
+    item = {
+        "id": "prop_x",
+        "status": "pending",
+        "kind": "fact",
+        "scope": {"kind": "project", "id": "p"},
+        "topic": None,
+        "created_at": "2026-12-01T00:00:00Z",
+        "content": "x",
+    }
+    assert _proposal_row(item)["TENANT"] == "–"
+
+
 def test_approve_reject_and_expire_decide_and_the_control_api_confirms(
     live: LiveServer, url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -180,23 +195,34 @@ def test_an_empty_admin_token_variable_is_a_usage_error_as_serve_says(
     assert (code, out, err) == (2, "", "fake-lucy: FAKE_LUCY_ADMIN_TOKEN is set but empty\n")
 
 
-def test_a_value_the_fake_refuses_is_a_usage_error_naming_its_option(
+def test_a_value_the_fake_refuses_is_named_by_its_option_or_argument(
     live: LiveServer, url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The lower bounds are the CLI's own; the upper ones (and the patterns) are the contract's,
-    checked by the fake: either way exit 2, in the command line's words, and nothing changed."""
+    """The lower bounds are the CLI's own (exit 2); the upper ones, the patterns and what the fake's
+    state decides are the fake's 422 (an API error: exit 1), worded in the command line's terms,
+    and nothing changed."""
     before = control(live, "PUT", "/clock", json={"frozen": True})
     cases = {
-        ("clock", "advance", "99999999d"): "the duration (in seconds) must be at most 315360000",
-        ("requests", "--limit", "100000"): "--limit must be an integer from 1 to 10000",
-        ("faults", "add", "propose", "503", "--delay-ms", "999999999"): "--delay-ms must be at most 60000",
-        ("tenants", "create", "--tenant", "bad id!"): "--tenant must match the pattern ",
+        ("clock", "advance", "99999999d"): "DURATION (in seconds): must be at most 315360000",
+        ("requests", "--limit", "100000"): "--limit: must be an integer from 1 to 10000",
+        ("faults", "add", "propose", "503", "--delay-ms", "999999999"): "--delay-ms: must be at most 60000",
+        ("faults", "add", "propose", "503", "--credential-id", "cred_" + "A" * 22): "--credential-id: ",
+        ("tenants", "create", "--tenant", "bad id!"): "--tenant: must match the pattern ",
+        ("tenants", "delete", "bad id!"): "TENANT: must match the pattern ",
+        (
+            "reject",
+            "prop_" + "A" * 22,
+            "--reason",
+            "x" * 5000,
+        ): "prop_AAAAAAAAAAAAAAAAAAAAAA: --reason: must be at most",
+        ("approve", "prop_x"): "prop_x: ID: must match the pattern ",
     }
     for argv, said in cases.items():
         code, out, err = fake_lucy(capsys, *argv)
-        assert (code, out) == (2, ""), argv
+        assert (code, out) == (1, ""), argv
         assert err.startswith(f"fake-lucy: {said}"), err
-        assert err.endswith(" (the fake refused it: 422 invalid_request)\n"), err
+        assert err.endswith(" (422 invalid_request)\n"), err
+        assert err.count("\n") == 1
     assert control(live, "GET", "/clock") == before
     assert control(live, "GET", "/faults")["items"] == []
     assert [t["tenant"] for t in control(live, "GET", "/tenants")["items"]] == ["tenant_dev"]
@@ -273,11 +299,11 @@ def test_faults_add_gives_drop_connection_and_hold_ms_the_one_phase_they_go_with
     for argv, said in (
         (("--drop-connection", "--phase", "before"), "--drop-connection goes with --phase after_commit"),
         (("--hold-ms", "5", "--phase", "after_commit"), "--hold-ms goes with --phase in_flight"),
-        (("--drop-connection", "--hold-ms", "5"), "--hold-ms goes with --phase in_flight"),
+        (("--drop-connection", "--hold-ms", "5"), "--drop-connection (phase after_commit) and --hold-ms"),
     ):
         code, out, err = fake_lucy(capsys, "faults", "add", "propose", "503", *argv)
         assert (code, out) == (2, "")
-        assert err.startswith(f"fake-lucy: {said}, not --phase "), err
+        assert err.startswith(f"fake-lucy: {said}"), err
     assert len(control(live, "GET", "/faults")["items"]) == 2  # none of those was armed
 
 
