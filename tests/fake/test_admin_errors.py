@@ -42,9 +42,9 @@ def test_an_admin_error_without_details_is_status_code_and_detail() -> None:
     ("value", "said"),
     [
         ("yes", "must be one of: off, all (or a list)"),  # the word form refused: the list form is named
-        (5, "must be a string or a list"),  # neither form: both named
-        (None, "must be a string or a list"),
-        (["fact", "fact"], "must not contain duplicate items (or a string)"),
+        (5, "must be one of: off, all (or a list)"),  # neither form: both named, the words as words
+        (None, "must be one of: off, all (or a list)"),
+        (["fact", "fact"], "must not contain duplicate items (or one of: off, all)"),
         (
             ["gossip"],
             "must be one of: preference, identity, fact, decision, rule, brand_note, editorial_decision",
@@ -58,3 +58,11 @@ async def test_a_value_of_one_allowed_form_is_refused_naming_the_other_forms(adm
     [error] = caught.value.problem["details"]["errors"]
     pointer = "/auto_approve/0" if value == ["gossip"] else "/auto_approve"
     assert error == {"pointer": pointer, "detail": said}
+
+
+def test_a_nullable_field_of_another_type_is_refused_naming_both_types() -> None:
+    from lucy_memory._contract import schema_validator
+
+    body = {"kind": "fact", "content": "x", "scope": {"kind": "project", "id": "p"}, "topic": 5}
+    [error] = schema_validator("propose-request.schema.json").errors(body)
+    assert error.as_dict() == {"pointer": "/topic", "detail": "must be a string or null"}

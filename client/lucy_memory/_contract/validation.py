@@ -205,20 +205,32 @@ def _describe(error: ValidationError) -> str:
     if keyword == BYTES_KEYWORD:
         return f"must be at most {value} UTF-8 bytes"
     if keyword in ("anyOf", "oneOf"):
-        forms = [_FORMS.get(name, name) for name in _refused_types(error)]
+        forms = _refused_forms(error)
         if forms and len(forms) == len(value):  # refused by every branch for its type: name them
+            words = [form for form in forms if form.startswith("one of: ")]
+            if len(words) == 1:  # the words first, then the other forms: "one of: off, all (or a list)"
+                others = [form for form in forms if form != words[0]]
+                return f"must be {words[0]}" + (f" (or {' or '.join(others)})" if others else "")
             return "must be " + " or ".join(forms)
         return "does not match any of the allowed forms"
     return f"does not satisfy the schema keyword {keyword}"
 
 
-def _refused_types(error: ValidationError) -> list[str]:
-    """The types of an anyOf/oneOf's branches that refused the instance for its type alone."""
-    return [
-        item.validator_value
-        for item in error.context or ()
-        if item.validator == "type" and not item.relative_path and isinstance(item.validator_value, str)
-    ]
+def _refused_forms(error: ValidationError) -> list[str]:
+    """What each branch of an anyOf/oneOf that refused the instance for its type alone allows, as
+    a sentence names it: "a list", "null", or its words when it allows only those ("one of: off, all")."""
+    forms = []
+    for item in error.context or ():
+        if item.validator != "type" or item.relative_path or not isinstance(item.validator_value, str):
+            continue
+        branches: Any = error.validator_value  # the anyOf's list of subschemas
+        branch = branches[item.relative_schema_path[0]]
+        words = branch.get("enum") if isinstance(branch, dict) else None
+        if isinstance(words, list) and words:
+            forms.append("one of: " + ", ".join(str(word) for word in words))
+        else:
+            forms.append(_FORMS.get(item.validator_value, item.validator_value))
+    return forms
 
 
 def _specific(error: ValidationError) -> ValidationError:
@@ -250,7 +262,7 @@ def _other_forms(error: ValidationError, specific: ValidationError) -> str:
     not hide a form that would do (``auto_approve`` "must be one of: off, all" is also a list of kinds)."""
     if specific is error or specific.absolute_path != error.absolute_path:
         return ""
-    others = [_FORMS[name] for name in _refused_types(error) if name in _FORMS and name != "null"]
+    others = [form for form in _refused_forms(error) if form != "null"]
     return f" (or {' or '.join(others)})" if others else ""
 
 
