@@ -9,6 +9,7 @@ imports this module again before it loads the app), does not pay for what it doe
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -57,21 +58,31 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _command_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
-    """The parser of the (sub)command ``args`` name: its errors name that command and its help."""
+def _command_parser(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, given: Sequence[str], unknown: Sequence[str]
+) -> argparse.ArgumentParser:
+    """The parser of the (sub)command the ``unknown`` arguments were given to: its errors name that
+    command and its help (``fake-lucy --bogus proposals`` is the top level's)."""
+    first = min((given.index(arg) for arg in unknown if arg in given), default=len(given))
+    position = 0
     while True:
         commands = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
         chosen = getattr(args, commands[0].dest, None) if commands else None
-        if chosen is None or chosen not in commands[0].choices:
+        if chosen is None or chosen not in commands[0].choices or chosen not in given[position:]:
+            return parser
+        position = given.index(chosen, position)
+        if position > first:  # given before this command: its parent's
             return parser
         parser = commands[0].choices[chosen]
+        position += 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
-    args, unknown = parser.parse_known_args(argv)
+    given = list(sys.argv[1:] if argv is None else argv)
+    args, unknown = parser.parse_known_args(given)
     if unknown:  # named by the command they were given to (argparse names the top-level one)
-        _command_parser(parser, args).error(f"unrecognized arguments: {' '.join(unknown)}")
+        _command_parser(parser, args, given, unknown).error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.command != "serve":
         return operator_cli.run(args)
     from fake_lucy import serve  # the server, for this command alone (see the module text)

@@ -244,6 +244,12 @@ def test_every_usage_error_is_one_line_naming_the_help(capsys: pytest.CaptureFix
             "1",
         ): "fake-lucy serve: unrecognized arguments: --prot 1 (see fake-lucy serve --help)",
         ("clock", "advance", "2h", "--nope"): "fake-lucy clock advance: unrecognized arguments: --nope",
+        ("--bogus", "proposals"): "fake-lucy: unrecognized arguments: --bogus (see fake-lucy --help)",
+        (
+            "tenants",
+            "--x",
+            "list",
+        ): "fake-lucy tenants: unrecognized arguments: --x (see fake-lucy tenants --help)",
         ("approve", ""): "fake-lucy approve: argument ID: an id is not empty",
         ("tenants", "delete", ""): "fake-lucy tenants delete: argument tenant: an id is not empty",
         (
