@@ -54,7 +54,7 @@ test-fast: lint typecheck
 	$(PYTEST) -m "not slow"
 
 # schemathesis over both OpenAPI documents, and the compiled check against jsonschema, with many more
-# examples and put_snapshot's coverage phase (make test runs the fast profile);
+# examples and put_snapshot's coverage phase and examples (make test runs the fast profile);
 # LUCY_FUZZ_SEED=<n> replays a run, its seed is printed in the summary
 fuzz: sync
 	LUCY_FUZZ_PROFILE=deep $(RUN) pytest -W error tests/contract -p no:randomly
