@@ -1,6 +1,8 @@
 # The fake (and, in the "test" stage, the e2e suite) in a container.
 #   docker compose up fake-lucy            the fake on 127.0.0.1:8787 with docker/seed.json
 #   docker compose --profile e2e run e2e   the e2e suite against it
+#   docker build -t fake-lucy . && docker run -p 127.0.0.1:8787:8787 -e FAKE_LUCY_ADMIN_TOKEN=… fake-lucy
+#                                          the same fake alone (the last stage is the server's image)
 FROM python:3.11-slim AS runtime
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 UV_LINK_MODE=copy UV_PROJECT_ENVIRONMENT=/opt/venv
 RUN pip install --no-cache-dir "uv==0.13.8"
@@ -16,13 +18,19 @@ COPY schemas ./schemas
 COPY fake_lucy ./fake_lucy
 COPY client ./client
 RUN uv sync --frozen --no-dev
+# The built-in tokens are refused off loopback, and the fake listens on 0.0.0.0 here: the seed's
+# tokens serve v1, and the control API needs FAKE_LUCY_ADMIN_TOKEN (compose sets both).
+COPY docker/seed.json ./docker/seed.json
 # The fake runs as an unprivileged user that owns only its data directory (the code stays root's).
 RUN useradd --system --uid 10001 --no-create-home --home-dir /data --shell /usr/sbin/nologin lucy \
  && mkdir -p /data && chown lucy:lucy /data
 ENV PATH="/opt/venv/bin:$PATH" \
     FAKE_LUCY_HOST=0.0.0.0 \
     FAKE_LUCY_PORT=8787 \
-    FAKE_LUCY_DATABASE=/data/fake-lucy.sqlite3
+    FAKE_LUCY_DATABASE=/data/fake-lucy.sqlite3 \
+    FAKE_LUCY_SEED=/app/docker/seed.json \
+    NO_PROXY=127.0.0.1,localhost \
+    no_proxy=127.0.0.1,localhost
 VOLUME ["/data"]
 EXPOSE 8787
 USER lucy
@@ -37,4 +45,11 @@ COPY tests ./tests
 COPY e2e ./e2e
 RUN uv sync --frozen --group dev && chown lucy /app
 USER lucy
+# A fake the suite starts itself (no LUCY_E2E_BASE_URL) listens on loopback, where the built-in
+# tokens it uses are accepted; this container serves nothing of its own to probe.
+ENV FAKE_LUCY_HOST=127.0.0.1
+HEALTHCHECK NONE
 CMD ["pytest", "-W", "error", "e2e"]
+
+# The default target (`docker build .` without --target): the server's image, as "runtime" is.
+FROM runtime AS server

@@ -78,9 +78,10 @@ def test_the_health_checks_probe_the_fakes_health_route(tmp_path) -> None:
     assert "/healthz" in {getattr(route, "path", None) for route in app.routes}
     port = FAKE["environment"]["FAKE_LUCY_PORT"]
     assert FAKE["healthcheck"]["test"] == ["CMD", "python", "-m", "fake_lucy.healthcheck"]
-    healthcheck = [a for st, i, a in _dockerfile() if i == "HEALTHCHECK"]
+    healthcheck = [a for st, i, a in _dockerfile() if i == "HEALTHCHECK" and st == "runtime"]
     assert len(healthcheck) == 1
     assert healthcheck[0].endswith('CMD ["python", "-m", "fake_lucy.healthcheck"]')
+    assert ("test", "HEALTHCHECK", "NONE") in _dockerfile()  # the e2e container serves nothing to probe
     # what the probe asks, with the container's environment: plain, and with a certificate
     assert probe_url(FAKE["environment"]) == f"http://127.0.0.1:{port}/healthz"
     with_tls = {**FAKE["environment"], "FAKE_LUCY_TLS_CERTFILE": "/tls/fake-lucy.pem"}
@@ -191,3 +192,35 @@ def test_the_image_runs_as_a_non_root_user_that_owns_the_data_volume() -> None:
     volume = next(i for i, (instruction, _) in enumerate(runtime) if instruction == "VOLUME")
     assert runtime.index(("RUN", created)) < volume  # a change after VOLUME would be discarded
     assert Path(FAKE["environment"]["FAKE_LUCY_DATABASE"]).parent == Path("/data")
+
+
+def test_a_plain_docker_build_makes_the_servers_image() -> None:
+    """``docker build .`` builds the last stage: the server's (the e2e suite's is ``--target test``)."""
+    stages = [(st, a) for st, i, a in _dockerfile() if i == "FROM"]
+    assert stages[-1] == ("server", "runtime AS server")
+    assert [i for st, i, _ in _dockerfile() if st == "server"] == ["FROM"]  # the runtime image as it is
+
+
+def test_the_image_alone_serves_the_seeds_tokens_and_its_e2e_stage_starts_fakes_on_loopback() -> None:
+    runtime = _env(_dockerfile(), "runtime")
+    seed = runtime["FAKE_LUCY_SEED"]
+    copied = {a.split()[-1]: a.split()[0] for st, i, a in _dockerfile() if i == "COPY" and st == "runtime"}
+    assert seed == "/app/" + copied["./docker/seed.json"].removeprefix("./") == "/app/docker/seed.json"
+    assert (ROOT / "docker" / "seed.json").read_text() == (ROOT / copied["./docker/seed.json"]).read_text()
+    assert _env(_dockerfile(), "test")["FAKE_LUCY_HOST"] == "127.0.0.1"
+    assert runtime["NO_PROXY"] == runtime["no_proxy"] == "127.0.0.1,localhost"
+
+
+def test_the_seed_mount_is_readable_under_selinux() -> None:
+    [mount] = [m for m in FAKE["volumes"] if m.startswith("./docker/seed.json:")]
+    assert mount.split(":")[2].split(",") == ["ro", "z"]
+
+
+def test_the_health_probe_never_goes_through_a_proxy(live, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Docker passes a host's proxy settings into containers; the probe asks 127.0.0.1 directly."""
+    dead = f"http://127.0.0.1:{free_port()}"
+    for name in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY"):
+        monkeypatch.setenv(name, dead)
+    monkeypatch.delenv("no_proxy", raising=False)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    assert healthcheck_main({"FAKE_LUCY_PORT": live.base_url.rsplit(":", 1)[1]}) == 0

@@ -219,12 +219,17 @@ def free_port() -> int:
 
 
 class ServeProcess(_Shape):
-    """``fake-lucy serve`` as a separate process (e.g. ``--workers 2``), as a user runs it."""
+    """``fake-lucy serve`` as a separate process (e.g. ``--workers 2``), as a user runs it.
+
+    Configured by ``args`` and ``env`` alone: as for the in-process fixtures (``_FixtureSettings``),
+    a ``FAKE_LUCY_*`` variable of this process's environment (a CI job's admin token, a container's
+    ``FAKE_LUCY_HOST=0.0.0.0``) is not passed on, so the fake has the tokens this object knows."""
 
     def __init__(self, args: list[str], env: Mapping[str, str] | None = None) -> None:
         self.port = free_port()
+        inherited = {name: value for name, value in os.environ.items() if not name.startswith("FAKE_LUCY_")}
         # quiet unless asked: nobody reads the server log's lines from the pipe while it runs
-        environment = {**os.environ, "FAKE_LUCY_QUIET": "true", **(env or {})}
+        environment = {**inherited, "FAKE_LUCY_QUIET": "true", **(env or {})}
         tls = any(arg.split("=", 1)[0] == "--tls-certfile" for arg in args) or bool(
             environment.get("FAKE_LUCY_TLS_CERTFILE")
         )

@@ -236,3 +236,17 @@ def test_a_refused_import_with_reset_on_start_leaves_the_database_as_it_was(
         sqlite3.connect(database).execute("SELECT balance FROM accounts WHERE id = 'acct_dev'").fetchone()
     )
     assert balance == (4242,)
+
+
+def test_a_serve_process_is_configured_by_its_arguments_not_by_the_fake_lucy_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A container's FAKE_LUCY_HOST=0.0.0.0 or a CI job's admin token (the README's `export`) must
+    not reach the fake a test starts: it would refuse the built-in tokens the test holds."""
+    monkeypatch.setenv("FAKE_LUCY_HOST", "0.0.0.0")  # noqa: S104 - what the image sets
+    monkeypatch.setenv("FAKE_LUCY_ADMIN_TOKEN", "exported-admin-token-0123456789abcdef")
+    with ServeProcess.start(["--database", str(tmp_path / "x.sqlite3")]) as server:
+        answer = httpx.get(
+            server.base_url + "/_fake/clock", headers={"Authorization": f"Bearer {server.admin_token}"}
+        )
+        assert answer.status_code == 200  # on loopback, with the built-in admin token this object knows

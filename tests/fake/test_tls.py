@@ -85,7 +85,7 @@ def test_a_session_with_lucy_url_uses_an_https_fake_for_every_fixture(
     monkeypatch.setenv("FAKE_LUCY_ADMIN_TOKEN", admin_token)
     args = [f"--tls-certfile={certificates['cert']}", "--tls-keyfile", str(certificates["key"])]
     args += ["--database", str(tmp_path / "tls.sqlite3")]
-    with ServeProcess.start(args) as server:
+    with ServeProcess.start(args, env={"FAKE_LUCY_ADMIN_TOKEN": admin_token}) as server:
         assert server.base_url.startswith("https://")
         with pytest.raises(httpx.TransportError):  # cleartext is not served on the port
             httpx.get(server.base_url.replace("https://", "http://") + "/healthz", timeout=5)
