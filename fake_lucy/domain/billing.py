@@ -6,6 +6,7 @@ import sqlite3
 
 from fake_lucy.domain import events
 from fake_lucy.domain.errors import DomainError
+from fake_lucy.store.numbering import next_seq
 
 __all__ = [
     "balance",
@@ -14,6 +15,9 @@ __all__ = [
     "set_balance",
     "set_billing",
 ]
+
+
+_NEXT = next_seq("ledger")  # a ledger row's number, never one a deleted row held
 
 
 def set_billing(conn: sqlite3.Connection, available: bool) -> None:
@@ -48,8 +52,8 @@ def charge(
         raise DomainError("insufficient_credits", "the account has no credits left; nothing was executed")
     remaining = int(row[0])
     conn.execute(
-        "INSERT INTO ledger (account_id, tenant_id, request_id, operation, amount, balance_after, at)"
-        " VALUES (?, ?, ?, ?, -1, ?, ?)",
+        "INSERT INTO ledger (seq, account_id, tenant_id, request_id, operation, amount, balance_after, at)"  # noqa: S608 - _NEXT is constant SQL
+        f" VALUES ({_NEXT}, ?, ?, ?, ?, -1, ?, ?)",
         (account, tenant, request_id, operation, remaining, at),
     )
     _changed(conn, account, -1, remaining, operation, request_id, at=at, tenant=tenant)
@@ -87,8 +91,8 @@ def set_balance(
     conn.execute("UPDATE accounts SET balance = ? WHERE id = ?", (new_balance, account))
     amount = new_balance - int(row[0])
     conn.execute(
-        "INSERT INTO ledger (account_id, tenant_id, request_id, operation, amount, balance_after, at)"
-        " VALUES (?, ?, ?, 'admin_set', ?, ?, ?)",
+        "INSERT INTO ledger (seq, account_id, tenant_id, request_id, operation, amount, balance_after, at)"  # noqa: S608 - _NEXT is constant SQL
+        f" VALUES ({_NEXT}, ?, ?, ?, 'admin_set', ?, ?, ?)",
         (account, row[1], request_id, new_balance - int(row[0]), new_balance, at),
     )
     _changed(conn, account, amount, new_balance, "admin_set", request_id, at=at, tenant=row[1])

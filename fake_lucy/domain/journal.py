@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import sqlite3
 
+from fake_lucy.store.numbering import next_seq
 from fake_lucy.store.records import JOURNAL_COLUMNS, JournalRow
 
 __all__ = ["JournalRow", "append", "recount", "trim_batch"]
 
 _INSERT = (
-    f"INSERT INTO journal ({', '.join(JOURNAL_COLUMNS)})"  # noqa: S608 - the declared columns
-    f" VALUES ({', '.join('?' for _ in JOURNAL_COLUMNS)})"
+    f"INSERT INTO journal (seq, {', '.join(JOURNAL_COLUMNS)})"  # noqa: S608 - the declared columns
+    f" VALUES ({next_seq('journal')}, {', '.join('?' for _ in JOURNAL_COLUMNS)})"
 )
 
 

@@ -24,6 +24,7 @@ from fake_lucy.domain.errors import DomainError, invalid_field
 from fake_lucy.domain.ids import IdFactory
 from fake_lucy.domain.principals import Principal, Scope, scope_tag
 from fake_lucy.store import queries
+from fake_lucy.store.numbering import next_seq
 from fake_lucy.store.records import MemoryRecord, ProposalRecord
 from fake_lucy.store.schema import fts_ddl, fts_table
 from lucy_memory._contract import FINAL_PROPOSAL_STATES as FINAL_STATES
@@ -76,6 +77,9 @@ class Placeholder:
     """What a secret-looking proposal stores instead of its text."""
 
     text: str
+
+
+_NEXT_PROPOSAL = next_seq("proposals")  # a proposal's row number, never one a deleted row held
 
 
 def expire_due(conn: sqlite3.Connection, tenant: str, now: str) -> None:
@@ -248,10 +252,10 @@ def create_proposal(
         target_key = None
     proposal_id = ids.new(conn, "prop")
     row = conn.execute(
-        "INSERT INTO proposals (id, tenant_id, account_id, credential_id, status, kind, topic,"
+        "INSERT INTO proposals (seq, id, tenant_id, account_id, credential_id, status, kind, topic,"  # noqa: S608 - constant SQL
         " content, importance, scope_kind, scope_id, justification, replaces_memory_id,"
         " replaces_version, reason, source, created_at, updated_at, expires_at, decided_at,"
-        " target_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        f" target_key) VALUES ({_NEXT_PROPOSAL}, {', '.join('?' * 21)})"
         " RETURNING *",  # the row as stored (its defaults too): no read back
         (
             proposal_id,

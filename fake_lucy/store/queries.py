@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from fake_lucy.store.numbering import keep_numbers
 from fake_lucy.store.records import (
     MEMORY_COLUMNS,
     VERSION_COLUMNS,
@@ -375,6 +376,7 @@ def purge_tenant(conn: sqlite3.Connection, tenant_id: str, *, keep: TenantRecord
         "DELETE FROM credentials WHERE tenant_id = :t AND id IS NOT :credential",
         "DELETE FROM accounts WHERE tenant_id = :t AND id IS NOT :account",
     )
+    keep_numbers(conn)  # the numbers the tenant's proposals, journal and ledger rows held
     for statement in statements:
         conn.execute(statement, {"t": tenant_id, "credential": credential, "account": account})
 

@@ -123,5 +123,6 @@ STATE_TABLES = (
     "credentials",
     "accounts",
     "tenants",
+    "seq_floors",
     "server_state",
 )

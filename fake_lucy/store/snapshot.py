@@ -11,6 +11,7 @@ import sqlite3
 from collections.abc import Mapping
 from typing import Any
 
+from fake_lucy.store.numbering import NUMBERED, keep_numbers, next_seq
 from fake_lucy.store.records import JOURNAL_COLUMNS
 from fake_lucy.store.schema import STATE_TABLES
 
@@ -131,16 +132,21 @@ _CLEAR_TENANT = (
 
 def clear_tenant(conn: sqlite3.Connection, tenant: str) -> None:
     """Every row of one tenant (and the instrumentation of its credentials), but its full-text
-    table (the caller's, ``lifecycle.clear_index``)."""
+    table (the caller's, ``lifecycle.clear_index``); the numbers its rows held are not given again."""
+    keep_numbers(conn)
     for statement in _CLEAR_TENANT:
         conn.execute(statement, {"t": tenant})
 
 
 def insert(conn: sqlite3.Connection, table: str, values: Mapping[str, Any]) -> int:
-    """Insert one row; returns its rowid."""
+    """Insert one row; returns its rowid (for proposals, the journal and the ledger, numbered
+    above every number given before: ``store.numbering``)."""
     names = list(values)
+    places = ["?" for _ in names]
+    if table in NUMBERED and "seq" not in values:
+        names, places = ["seq", *names], [next_seq(table), *places]
     cursor = conn.execute(
-        f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join('?' for _ in names)})",  # noqa: S608 - our column names
-        [values[name] for name in names],
+        f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join(places)})",  # noqa: S608 - our column names
+        [values[name] for name in values],
     )
     return int(cursor.lastrowid or 0)

@@ -234,6 +234,14 @@ class JournalCount(SQLModel, table=True):
     rows: int
 
 
+class SeqFloor(SQLModel, table=True):
+    """The number below which ``name``'s new rows are never numbered (``store.numbering``)."""
+
+    __tablename__ = "seq_floors"
+    name: str = Field(primary_key=True)
+    floor: int
+
+
 class ServerState(SQLModel, table=True):
     """One row: the clock, the billing authority switch, the id sequence and the credential epoch.
 

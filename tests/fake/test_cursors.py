@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from fake_lucy.http import cursors
 from fake_lucy.http.problems import ProblemError
 from fake_lucy.testing import LiveServer
-from tests.helpers import approved_memory
+from tests.helpers import approved_memory, proposal_body, propose
 
 LISTINGS = ("/_fake/proposals", "/_fake/memories", "/_fake/requests", "/_fake/ledger")
 INVALID = [{"pointer": "/cursor", "detail": "is not a cursor this server issued"}]
@@ -146,3 +146,40 @@ def test_the_decoder_reads_back_exactly_what_the_encoder_wrote() -> None:
             cursors.decode_seq(forged)
     with pytest.raises(ProblemError):
         cursors.decode_pair(cursors.encode(7))
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("end", ["reset", "deletion"])
+async def test_a_server_admin_paging_past_another_tenants_reset_misses_no_new_row(
+    fake, api, admin, end
+) -> None:
+    """A tenant's reset deletes the newest proposals, journal and ledger rows; the rows made after
+    it are numbered above them, so a cursor issued before the reset still reaches every new row."""
+    other = await admin.create_tenant("tenant-reset")
+    await propose(api, proposal_body("Before the other tenant's rows."))
+    async with fake.client(other["credential"]["token"]) as theirs:
+        for n in range(2):
+            await propose(theirs, proposal_body(f"The other tenant's plan {n}."))
+    # a server admin's place in each listing: at the other tenant's newest row
+    newest = {
+        listing: max(_seqs(fake, table))
+        for listing, table in (("/proposals", "proposals"), ("/requests", "journal"), ("/ledger", "ledger"))
+    }
+    if end == "reset":
+        async with fake.client(other["admin_token"]) as tenant_admin:
+            assert (await tenant_admin.post("/_fake/reset")).status_code == 200  # its rows go
+    else:
+        await admin.delete_tenant("tenant-reset")
+    made = (await propose(api, proposal_body("After the other tenant's reset."))).json()["proposal"]
+    missed = [  # the new proposal, its request and its charge, each after its cursor
+        listing
+        for listing, after in newest.items()
+        if not (await admin.call("GET", listing, cursor=cursors.encode(after)))["items"]
+    ]
+    assert missed == []
+    page = await admin.call("GET", "/proposals", cursor=cursors.encode(newest["/proposals"]))
+    assert [item["id"] for item in page["items"]] == [made["id"]]
+
+
+def _seqs(fake: Any, table: str) -> list[int]:
+    return [row[0] for row in fake.fake.db.conn.execute(f"SELECT seq FROM {table}")]  # noqa: S608 - a constant
