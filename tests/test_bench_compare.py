@@ -27,3 +27,12 @@ def test_an_operation_without_its_bare_endpoint_or_its_scenario_has_no_ratio() -
     assert best_ratios(
         {"fake recall": 1000.0, "bare FastAPI GET": 4000.0, "fake proposal status": 100.0}
     ) == {"proposal status": 0.025}
+
+
+def test_the_notes_of_results_md_are_those_make_bench_writes_again() -> None:
+    """``make bench`` rewrites benchmarks/RESULTS.md whole, its notes from ``run_all.NOTES``: a
+    note added to the file alone would be lost at the next run."""
+    from benchmarks.run_all import NOTES, RESULTS
+
+    written = RESULTS.read_text(encoding="utf-8")
+    assert written[written.index("## What was changed for speed") :] == NOTES
