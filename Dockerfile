@@ -28,9 +28,7 @@ ENV PATH="/opt/venv/bin:$PATH" \
     FAKE_LUCY_HOST=0.0.0.0 \
     FAKE_LUCY_PORT=8787 \
     FAKE_LUCY_DATABASE=/data/fake-lucy.sqlite3 \
-    FAKE_LUCY_SEED=/app/docker/seed.json \
-    NO_PROXY=127.0.0.1,localhost \
-    no_proxy=127.0.0.1,localhost
+    FAKE_LUCY_SEED=/app/docker/seed.json
 VOLUME ["/data"]
 EXPOSE 8787
 USER lucy
@@ -46,8 +44,12 @@ COPY e2e ./e2e
 RUN uv sync --frozen --group dev && chown lucy /app
 USER lucy
 # A fake the suite starts itself (no LUCY_E2E_BASE_URL) listens on loopback, where the built-in
-# tokens it uses are accepted; this container serves nothing of its own to probe.
-ENV FAKE_LUCY_HOST=127.0.0.1
+# tokens it uses are accepted; this container serves nothing of its own to probe. The suite's
+# clients reach the fake on loopback, never through a proxy Docker passes in (set after the RUNs
+# above, which a build's own NO_PROXY still governs).
+ENV FAKE_LUCY_HOST=127.0.0.1 \
+    NO_PROXY=127.0.0.1,localhost \
+    no_proxy=127.0.0.1,localhost
 HEALTHCHECK NONE
 CMD ["pytest", "-W", "error", "e2e"]
 

@@ -207,8 +207,14 @@ def test_the_image_alone_serves_the_seeds_tokens_and_its_e2e_stage_starts_fakes_
     copied = {a.split()[-1]: a.split()[0] for st, i, a in _dockerfile() if i == "COPY" and st == "runtime"}
     assert seed == "/app/" + copied["./docker/seed.json"].removeprefix("./") == "/app/docker/seed.json"
     assert (ROOT / "docker" / "seed.json").read_text() == (ROOT / copied["./docker/seed.json"]).read_text()
-    assert _env(_dockerfile(), "test")["FAKE_LUCY_HOST"] == "127.0.0.1"
-    assert runtime["NO_PROXY"] == runtime["no_proxy"] == "127.0.0.1,localhost"
+    test = _env(_dockerfile(), "test")
+    assert test["FAKE_LUCY_HOST"] == "127.0.0.1"
+    assert test["NO_PROXY"] == test["no_proxy"] == "127.0.0.1,localhost"
+    # set after every RUN: a build's own NO_PROXY (a package mirror) still governs uv sync
+    instructions = [i for st, i, _ in _dockerfile() if st == "test"]
+    last_env = max(n for n, i in enumerate(instructions) if i == "ENV")
+    assert "RUN" not in instructions[last_env:]
+    assert "NO_PROXY" not in runtime
 
 
 def test_the_seed_mount_is_readable_under_selinux() -> None:

@@ -13,6 +13,7 @@ from fake_lucy.domain import billing, clock
 from fake_lucy.domain.epochs import bump_auth_epoch
 from fake_lucy.domain.errors import DomainError
 from fake_lucy.domain.ids import IdFactory
+from fake_lucy.store.numbering import next_seq
 from fake_lucy.store.schema import fts_ddl
 from lucy_memory._contract import PERMISSIONS
 
@@ -146,13 +147,18 @@ class PrincipalCache:
         return principal
 
 
+# a tenant's row number (the tenants listing's cursor), never one a deleted tenant held
+_NEXT_TENANT = next_seq("tenants")
+
+
 def ensure_tenant(conn: sqlite3.Connection, tenant: str) -> bool:
     """Create the tenant on first use: the default policy, the server clock's time (its clock and
     its ``created_at``), its own full-text index. Returns whether it was created."""
     created = conn.execute(
-        "INSERT OR IGNORE INTO tenants (id, auto_approve, proposal_ttl_seconds, rate_limit_per_minute,"
-        " clock_offset_us, clock_frozen_us, created_at) SELECT ?, ?, ?, NULL, clock_offset_us,"
-        " clock_frozen_us, ? FROM server_state WHERE id = 1",
+        "INSERT OR IGNORE INTO tenants (rowid, id, auto_approve, proposal_ttl_seconds,"  # noqa: S608 - constant SQL
+        " rate_limit_per_minute, clock_offset_us, clock_frozen_us, created_at)"
+        f" SELECT {_NEXT_TENANT}, ?, ?, ?, NULL, clock_offset_us, clock_frozen_us, ?"
+        " FROM server_state WHERE id = 1",
         (tenant, '"off"', DEFAULT_PROPOSAL_TTL_SECONDS, clock.now(conn)),
     ).rowcount
     if created:

@@ -143,8 +143,8 @@ def insert(conn: sqlite3.Connection, table: str, values: Mapping[str, Any]) -> i
     above every number given before: ``store.numbering``)."""
     names = list(values)
     places = ["?" for _ in names]
-    if table in NUMBERED and "seq" not in values:
-        names, places = ["seq", *names], [next_seq(table), *places]
+    if table in NUMBERED and NUMBERED[table] not in values:
+        names, places = [NUMBERED[table], *names], [next_seq(table), *places]
     cursor = conn.execute(
         f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join(places)})",  # noqa: S608 - our column names
         [values[name] for name in values],

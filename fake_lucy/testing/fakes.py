@@ -218,6 +218,19 @@ def free_port() -> int:
         return port
 
 
+def _admin_token_given(args: list[str], environment: Mapping[str, str]) -> str | None:
+    """The admin token ``fake-lucy serve`` takes from these arguments and environment (the token
+    file first, as it does), so that ``ServeProcess.admin`` holds the one the fake accepts."""
+    for n, arg in enumerate(args):
+        name, _, value = arg.partition("=")
+        if name == "--admin-token-file":
+            path = value or (args[n + 1] if n + 1 < len(args) else "")
+            return Path(path).read_text(encoding="utf-8").strip() or None
+    if environment.get("FAKE_LUCY_ADMIN_TOKEN_FILE"):
+        return Path(environment["FAKE_LUCY_ADMIN_TOKEN_FILE"]).read_text(encoding="utf-8").strip() or None
+    return environment.get("FAKE_LUCY_ADMIN_TOKEN", "").strip() or None
+
+
 class ServeProcess(_Shape):
     """``fake-lucy serve`` as a separate process (e.g. ``--workers 2``), as a user runs it.
 
@@ -230,6 +243,7 @@ class ServeProcess(_Shape):
         inherited = {name: value for name, value in os.environ.items() if not name.startswith("FAKE_LUCY_")}
         # quiet unless asked: nobody reads the server log's lines from the pipe while it runs
         environment = {**inherited, "FAKE_LUCY_QUIET": "true", **(env or {})}
+        self.admin_token = _admin_token_given(args, environment) or DEFAULT_ADMIN_TOKEN
         tls = any(arg.split("=", 1)[0] == "--tls-certfile" for arg in args) or bool(
             environment.get("FAKE_LUCY_TLS_CERTFILE")
         )

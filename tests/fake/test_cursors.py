@@ -183,3 +183,16 @@ async def test_a_server_admin_paging_past_another_tenants_reset_misses_no_new_ro
 
 def _seqs(fake: Any, table: str) -> list[int]:
     return [row[0] for row in fake.fake.db.conn.execute(f"SELECT seq FROM {table}")]  # noqa: S608 - a constant
+
+
+@pytest.mark.anyio
+async def test_a_tenant_made_after_the_newest_one_was_deleted_is_on_the_page_after_the_cursor(
+    fake, admin
+) -> None:
+    await admin.create_tenant("tenant-first")
+    [(newest,)] = fake.fake.db.conn.execute("SELECT max(rowid) FROM tenants")
+    after = cursors.encode(newest)  # a page that ended at the newest tenant
+    await admin.delete_tenant("tenant-first")
+    await admin.create_tenant("tenant-second")
+    page = await admin.call("GET", "/tenants", cursor=after)
+    assert [t["tenant"] for t in page["items"]] == ["tenant-second"]

@@ -250,3 +250,19 @@ def test_a_serve_process_is_configured_by_its_arguments_not_by_the_fake_lucy_env
             server.base_url + "/_fake/clock", headers={"Authorization": f"Bearer {server.admin_token}"}
         )
         assert answer.status_code == 200  # on loopback, with the built-in admin token this object knows
+
+
+@pytest.mark.parametrize("given", ["env", "file"])
+def test_a_serve_process_given_an_admin_token_holds_it(tmp_path: Path, given: str) -> None:
+    token = "given-admin-token-0123456789abcdef0123"
+    args = ["--database", str(tmp_path / "x.sqlite3")]
+    env = None
+    if given == "env":
+        env = {"FAKE_LUCY_ADMIN_TOKEN": token}
+    else:
+        (tmp_path / "admin-token").write_text(token + "\n", encoding="utf-8")
+        args += ["--admin-token-file", str(tmp_path / "admin-token")]
+    with ServeProcess.start(args, env=env) as server:
+        assert server.admin_token == token
+        answer = httpx.get(server.base_url + "/_fake/clock", headers={"Authorization": f"Bearer {token}"})
+        assert answer.status_code == 200
