@@ -157,6 +157,7 @@ def serve(settings: FakeLucySettings) -> None:
         fake = FakeLucy(settings, initialise=False)
         try:
             fake.initialise(then=lambda conn: restore_snapshot(fake, conn, path, document))
+        # any exception, Ctrl-C included: the database is closed before it goes on up unchanged
         except BaseException:
             fake.close()
             raise

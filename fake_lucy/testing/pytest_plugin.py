@@ -57,6 +57,8 @@ from typing import TYPE_CHECKING, TypeVar
 
 import pytest
 
+from fake_lucy.testing.errors import SharedFakeError
+
 if TYPE_CHECKING:
     import httpx
     from mcp import Client, StdioServerParameters
@@ -141,15 +143,10 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 def _close(closing: contextlib.ExitStack) -> None:
     """Close the session's fakes; a shared tenant that cannot be deleted (gone already: a
-    ``tenants prune`` or a server reset took it) is one line, not the plugin's frames. (The
-    error's module is imported only once closing failed: a session that used no fake loads none.)"""
+    ``tenants prune`` or a server reset took it) is one line, not the plugin's frames."""
     try:
         closing.close()
-    except RuntimeError as exc:
-        from fake_lucy.testing.shared import SharedFakeError
-
-        if not isinstance(exc, SharedFakeError):
-            raise
+    except SharedFakeError as exc:
         problem = str(exc)
     else:
         return
@@ -206,8 +203,6 @@ def _fake_lucy_server_session(
     closing = request.config.stash[_CLOSING]
     url = request.config.getoption("lucy_url")
     if url:
-        from fake_lucy.testing.shared import SharedFakeError
-
         prefix = request.config.getoption("lucy_tenant_label") or "pytest"
         label = f"{prefix}-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}"
         try:

@@ -25,6 +25,7 @@ import httpx
 from fake_lucy.addresses import path_segment
 from fake_lucy.domain.defaults import DEFAULT_ADMIN_TOKEN
 from fake_lucy.testing.admin import FakeAdmin
+from fake_lucy.testing.errors import SharedFakeError
 from fake_lucy.testing.fakes import _Shape
 from fake_lucy.testing.sync_admin import SyncFakeAdmin
 from fake_lucy.testing.tls import shared_tls_context
@@ -35,10 +36,6 @@ ADMIN_TOKEN_VARIABLE = "FAKE_LUCY_ADMIN_TOKEN"  # noqa: S105 - the name of a var
 _TIMEOUT = httpx.Timeout(30.0)
 # ``client()``'s default: the tenant's own credential (an object no caller passes by accident).
 _OWN_CREDENTIAL: Any = object()
-
-
-class SharedFakeError(RuntimeError):
-    """The shared fake could not be reached, or refused to create or delete the session's tenant."""
 
 
 def server_admin_token() -> str:
