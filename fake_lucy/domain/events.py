@@ -4,7 +4,9 @@ A change emits its event with ``emit`` inside the transaction that makes it, so 
 exactly when the change committed, and its id (from the row's never-reused ``seq``) orders it among
 the events of every worker on the database. A v1 request gathers its events (``batch``) into one
 row: each keeps an id of its own (``store.events``). Readers (``GET /_fake/events``, the review console) ask
-for the events after the last id they saw; history is bounded (the newest ``HISTORY``).
+for the events after the last id they saw; history is bounded (the newest ``HISTORY``). A reader in
+this process can ``watch`` the connection its events are written on, to be told at once when some
+are (those of other workers it finds by asking again).
 
 | type | data |
 |---|---|
@@ -22,7 +24,7 @@ for the events after the last id they saw; history is bounded (the newest ``HIST
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -31,7 +33,17 @@ import orjson
 from fake_lucy.store import events as store
 from fake_lucy.store.events import EventRow
 
-__all__ = ["EVENT_TYPES", "HISTORY", "EventRow", "after", "batch", "emit", "resume_after", "seal_tenant"]
+__all__ = [
+    "EVENT_TYPES",
+    "HISTORY",
+    "EventRow",
+    "after",
+    "batch",
+    "emit",
+    "resume_after",
+    "seal_tenant",
+    "watch",
+]
 
 EVENT_TYPES = frozenset(
     {
@@ -55,6 +67,34 @@ DECIDED_BY = frozenset({"admin", "policy", "expiry", "supersession"})
 _gathering: dict[int, list[tuple[str, str, str | None, str]]] = {}
 
 
+# Who is told when events are written on a connection (``watch``), by connection: a tuple, replaced
+# whole on every change, so a writer on another thread iterates a consistent one without a lock.
+_watchers: dict[int, tuple[Callable[[], None], ...]] = {}
+
+
+@contextmanager
+def watch(conn: sqlite3.Connection, written: Callable[[], None]) -> Iterator[None]:
+    """While the block runs, call ``written()`` each time events are written on ``conn``, from the
+    writing thread and before that transaction commits: the reader asks for them once it has
+    (``Database.commit_group`` commits a group still open)."""
+    key = id(conn)
+    _watchers[key] = (*_watchers.get(key, ()), written)
+    try:
+        yield
+    finally:
+        left = tuple(callback for callback in _watchers.get(key, ()) if callback is not written)
+        if left:
+            _watchers[key] = left
+        else:
+            _watchers.pop(key, None)
+
+
+def _append(conn: sqlite3.Connection, tenant: str | None, events: list[tuple[str, str, str]]) -> None:
+    store.append(conn, tenant, events, keep=HISTORY)
+    for written in _watchers.get(id(conn), ()):
+        written()
+
+
 def emit(conn: sqlite3.Connection, type_: str, data: dict[str, Any], *, at: str, tenant: str | None) -> None:
     """Record one event in the caller's transaction (inside ``batch``: when the batch ends).
     ``tenant`` is the tenant the change belongs to (``None``: server-wide); ``at`` the server time
@@ -64,7 +104,7 @@ def emit(conn: sqlite3.Connection, type_: str, data: dict[str, Any], *, at: str,
     text = orjson.dumps(data).decode()
     gathered = _gathering.get(id(conn))
     if gathered is None:
-        store.append(conn, tenant, [(type_, at, text)], keep=HISTORY)
+        _append(conn, tenant, [(type_, at, text)])
     else:
         gathered.append((type_, at, tenant, text))
 
@@ -85,7 +125,7 @@ def batch(conn: sqlite3.Connection) -> Iterator[None]:
         for end in range(1, len(gathered) + 1):
             if end == len(gathered) or gathered[end][2] != gathered[start][2]:
                 run = gathered[start:end]
-                store.append(conn, run[0][2], [(t, a, d) for t, a, _, d in run], keep=HISTORY)
+                _append(conn, run[0][2], [(t, a, d) for t, a, _, d in run])
                 start = end
     finally:
         del _gathering[key]

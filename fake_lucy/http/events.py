@@ -1,10 +1,12 @@
 """The event stream as ``text/event-stream`` (SPEC 3.7), for ``GET /_fake/events`` and the console.
 
 Every worker reads the one ``events`` table, so a stream shows the changes of all workers in
-commit order. A stream polls the table (``POLL_SECONDS``: an indexed read of the ids after the last
-one it sent); it sends a comment line when it has sent nothing for ``KEEPALIVE_SECONDS``, and ends
-when the server shuts down (the ``fake_lucy.shutdown`` extension) or ``still_allowed`` says no:
-before every send, and every ``ALLOWED_CHECK_SECONDS`` while idle.
+commit order. A stream reads the table (an indexed read of the ids after the last one it sent) as
+soon as its own worker writes events (``events.watch``: at most every ``GATHER_SECONDS``, so that a
+busy fake's events go out a batch at a time), and every ``POLL_SECONDS`` for those of other
+workers; it sends a comment line when it has sent nothing for ``KEEPALIVE_SECONDS``, and ends when
+the server shuts down (the ``fake_lucy.shutdown`` extension) or ``still_allowed`` says no: before
+every send, and every ``ALLOWED_CHECK_SECONDS`` while idle.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ __all__ = ["EVENT_STREAM", "EventStream", "event_frame", "last_event_id"]
 
 EVENT_STREAM = "text/event-stream"
 POLL_SECONDS = 0.2
+GATHER_SECONDS = 0.02
 KEEPALIVE_SECONDS = 10.0  # SPEC: at least every 15 s
 ALLOWED_CHECK_SECONDS = 5.0
 _ID = re.compile(r"[0-9]{1,18}")
@@ -89,32 +92,47 @@ class EventStream:
         # ``retry``: how soon an EventSource reconnects (with Last-Event-ID) after the stream ends.
         yield b"retry: 1000\n: connected\n\n"
         sent = checked = time.monotonic()
-        while True:
-            self.fake.db.commit_group()  # a stream shows committed events only
-            rows = events.after(self.fake.db.conn, after, tenant=tenant)
-            if rows:
-                # Asked after the read: a tenant deleted (or its session ended) before the read
-                # ends the stream here, so it never sends an event of a tenant made later under
-                # the same id, whatever the time since the last look.
-                if still_allowed is not None and not still_allowed():
-                    return
-                checked = time.monotonic()
-                after = rows[-1].id
-                yield b"".join(event_frame(row) for row in rows)
-                sent = time.monotonic()
-                continue
-            if shutdown is not None:
-                with anyio.move_on_after(self.poll):
-                    await shutdown.wait()
-                if shutdown.is_set():
-                    return
-            else:
-                await anyio.sleep(self.poll)
-            now = time.monotonic()
-            if still_allowed is not None and now - checked >= ALLOWED_CHECK_SECONDS:
-                checked = now
-                if not still_allowed():
-                    return
-            if now - sent >= self.keepalive:
-                yield b": keep-alive\n\n"
-                sent = now
+        loop = asyncio.get_running_loop()
+        wake = asyncio.Event()  # set when this worker writes events, or the server shuts down
+
+        def written() -> None:
+            loop.call_soon_threadsafe(wake.set)
+
+        ending = None if shutdown is None else asyncio.ensure_future(shutdown.wait())
+        if ending is not None:
+            ending.add_done_callback(lambda _: wake.set())
+        try:
+            with events.watch(self.fake.db.conn, written):
+                while True:
+                    wake.clear()  # before the read: what is written after it wakes the wait below
+                    self.fake.db.commit_group()  # a stream shows committed events only
+                    rows = events.after(self.fake.db.conn, after, tenant=tenant)
+                    if rows:
+                        # Asked after the read: a tenant deleted (or its session ended) before the
+                        # read ends the stream here, so it never sends an event of a tenant made
+                        # later under the same id, whatever the time since the last look.
+                        if still_allowed is not None and not still_allowed():
+                            return
+                        checked = time.monotonic()
+                        after = rows[-1].id
+                        yield b"".join(event_frame(row) for row in rows)
+                        sent = time.monotonic()
+                        await anyio.sleep(GATHER_SECONDS)
+                        continue
+                    if shutdown is not None and shutdown.is_set():
+                        return
+                    with anyio.move_on_after(self.poll):
+                        await wake.wait()
+                    if shutdown is not None and shutdown.is_set():
+                        return
+                    now = time.monotonic()
+                    if still_allowed is not None and now - checked >= ALLOWED_CHECK_SECONDS:
+                        checked = now
+                        if not still_allowed():
+                            return
+                    if now - sent >= self.keepalive:
+                        yield b": keep-alive\n\n"
+                        sent = now
+        finally:
+            if ending is not None:
+                ending.cancel()

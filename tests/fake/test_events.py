@@ -11,6 +11,7 @@ import pytest
 
 from fake_lucy.app import create_app
 from fake_lucy.domain import events
+from fake_lucy.domain.defaults import DEV_TOKEN
 from fake_lucy.http.events import EventStream
 from fake_lucy.runtime import FakeLucy
 from fake_lucy.settings import FakeLucySettings
@@ -218,14 +219,17 @@ async def test_the_stream_needs_the_admin_token_and_a_numeric_last_event_id(fake
 
 
 @contextlib.asynccontextmanager
-async def _quick_stream_app(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
+async def _quick_stream_app(
+    tmp_path: Path, *, poll: float = 0.01, keepalive: float = 0.05, token: str | None = None
+) -> AsyncIterator[httpx.AsyncClient]:
+    """An app whose streams poll every ``poll`` seconds; a client with the admin token (or ``token``)."""
     fake = FakeLucy(FakeLucySettings(database=str(tmp_path / "quick.sqlite3")))
-    app = create_app(fake, event_stream=EventStream(fake, poll=0.01, keepalive=0.05))
+    app = create_app(fake, event_stream=EventStream(fake, poll=poll, keepalive=keepalive))
     try:
         async with httpx.AsyncClient(
             base_url="http://127.0.0.1:8787",
             transport=InProcessTransport(app),
-            headers={"Authorization": f"Bearer {fake.admin_token}"},
+            headers={"Authorization": f"Bearer {token or fake.admin_token}"},
         ) as http:
             yield http
     finally:
@@ -245,6 +249,21 @@ async def test_an_idle_stream_sends_comment_lines_to_stay_open(tmp_path: Path) -
             if line.startswith(":"):
                 comments.append(line)
     assert comments == [": connected", ": keep-alive", ": keep-alive"]
+
+
+async def test_a_change_made_by_the_streams_own_worker_is_sent_at_once_not_at_its_next_poll(
+    tmp_path: Path,
+) -> None:
+    """The poll is for other workers' events: here it is an hour, and this worker's change arrives."""
+    async with _quick_stream_app(tmp_path, poll=3600, keepalive=3600) as http:
+        dev = FakeAdmin(http)
+        async with dev.watch() as stream:
+            created = (await propose(http, headers={"Authorization": f"Bearer {DEV_TOKEN}"})).json()
+            event = await stream.wait_for("proposal.created", timeout=5)
+            await dev.approve(created["proposal"]["id"])
+            decided = await stream.wait_for("proposal.decided", timeout=5)
+    assert event.data["proposal_id"] == decided.data["proposal_id"] == created["proposal"]["id"]
+    assert decided.data["status"] == "approved"
 
 
 async def test_events_of_one_worker_reach_a_stream_served_by_another_process(tmp_path: Path) -> None:
