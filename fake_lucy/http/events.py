@@ -12,6 +12,7 @@ every send, and every ``ALLOWED_CHECK_SECONDS`` while idle.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -96,7 +97,10 @@ class EventStream:
         wake = asyncio.Event()  # set when this worker writes events, or the server shuts down
 
         def written() -> None:
-            loop.call_soon_threadsafe(wake.set)
+            # Never the writer's problem: a stream whose loop has ended (not yet finalised) has
+            # nothing left to wake.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(wake.set)
 
         ending = None if shutdown is None else asyncio.ensure_future(shutdown.wait())
         if ending is not None:
