@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import sqlite3
 import time
 from typing import Any
 
@@ -27,6 +28,7 @@ from fake_lucy.http.problems import JSON, PROBLEM, BytesResponse, json_bytes, pr
 from fake_lucy.runtime import FakeLucy
 from fake_lucy.server_log import RequestLogger
 from fake_lucy.settings import FakeLucySettings, load_settings
+from fake_lucy.store.connection import storage_failure
 from fake_lucy.text import visible
 from lucy_memory._contract import load_contract
 
@@ -55,8 +57,16 @@ class VersionHeader:
         await self.app(scope, receive, send_with_version)
 
 
-def _internal_error(method: str, path: str) -> Response:
-    """An unexpected error (a bug in the fake): logged with its traceback, answered as 500."""
+def _internal_error(method: str, path: str, exc: BaseException) -> Response:
+    """An unexpected error: a database file the fake cannot write (a full disk, a read-only file)
+    is one line in the log and 503 ``unavailable`` (SQLite rolled the transaction back: nothing was
+    done, and the same request succeeds once the file can be written); anything else is a bug in
+    the fake, logged with its traceback and answered 500 ``internal``."""
+    reason = storage_failure(exc)
+    if reason is not None:
+        log.error("cannot write the database while serving %s %s: %s", method, path, reason)
+        detail = f"the fake cannot write its database ({reason}); nothing was done"
+        return problem_response(DomainError("unavailable", detail), random_request_id())
     log.exception("unexpected error while serving %s %s", method, path)
     return problem_response(
         DomainError("internal", "the fake hit an unexpected error; see its log"), random_request_id()
@@ -98,8 +108,8 @@ class V1Routes:
             if operation is not None:
                 try:
                     response = await self.pipeline.handle(Request(scope, receive), operation, proposal_id)
-                except Exception:  # a bug in the fake, of any type: still the contract's 500 problem
-                    response = _internal_error(method, path)
+                except Exception as exc:  # a bug in the fake, of any type: still a problem of the contract
+                    response = _internal_error(method, path, exc)
                 response.raw_headers.append(self.version)
                 await response(scope, receive, send)
                 return
@@ -250,12 +260,18 @@ def create_app(
         return problem_response(error, random_request_id())
 
     async def unexpected(request: Request, exc: Exception) -> Response:
-        response = _internal_error(request.method, request.url.path)
+        response = _internal_error(request.method, request.url.path, exc)
         # Starlette answers this outside every middleware, so the version header is added here.
         response.raw_headers.append((b"fake-lucy-version", __version__.encode("ascii")))
         return response
 
+    async def database_error(request: Request, exc: Exception) -> Response:
+        # Handled inside the middleware stack (a handler of Exception itself is Starlette's last
+        # resort, which answers and then raises again, for the server to log a traceback too).
+        return _internal_error(request.method, request.url.path, exc)
+
     app.add_exception_handler(StarletteHTTPException, http_error)
+    app.add_exception_handler(sqlite3.Error, database_error)
     app.add_exception_handler(Exception, unexpected)
     app.add_middleware(VersionHeader)
     app.v1_routes = V1Routes(app, pipeline, base)

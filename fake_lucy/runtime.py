@@ -16,14 +16,19 @@ from fake_lucy.domain import seed as seeding
 from fake_lucy.domain.defaults import DEFAULT_ADMIN_TOKEN
 from fake_lucy.domain.ids import IdFactory
 from fake_lucy.settings import FakeLucySettings
-from fake_lucy.store.connection import MEMORY, Database
+from fake_lucy.store.connection import MEMORY, Database, storage_failure
 from lucy_memory._contract import SecretScanner, load_contract
 
-__all__ = ["FakeLucy", "SeedMismatchError"]
+__all__ = ["DatabaseUnusableError", "FakeLucy", "SeedMismatchError"]
 
 log = logging.getLogger("fake_lucy")
 
 SeedOutcome = Literal["unchecked", "applied", "reset", "kept"]
+
+
+class DatabaseUnusableError(ValueError):
+    """The database file could not be written while it was being made ready (a full disk, a
+    read-only file or mount): nothing of it was changed."""
 
 
 class SeedMismatchError(ValueError):
@@ -52,13 +57,17 @@ class FakeLucy:
         self.placeholder: str = self.contract["secret_policy"]["placeholder"]
         # One worker: the v1 requests of an event-loop turn share a commit. Several: each request
         # commits alone, so that no worker holds the write lock while its event loop serves others.
+        made = settings.database != MEMORY and not Path(settings.database).exists()
         self.db = Database(settings.database, group_commits=settings.workers == 1)
         self.seed_outcome: SeedOutcome = "unchecked"  # set by initialise()
         if initialise:
             try:
                 self.initialise()
-            except BaseException:
+            except BaseException:  # anything, Ctrl-C included: close, then let it go on
                 self.db.close()
+                if made:  # a file this start made and could not make ready is not left behind
+                    for path in self.db_files():
+                        path.unlink(missing_ok=True)
                 raise
 
     @staticmethod
@@ -81,7 +90,18 @@ class FakeLucy:
         """Create the tables; seed a new database (or reset it with ``--reset-on-start``). An existing
         database seeded with another seed is refused (``SeedMismatchError``), never served as if the
         seed had been applied. ``seed_outcome`` says what happened: ``applied``, ``reset`` or ``kept``.
-        ``then`` runs in the same transaction (``--import``): if it raises, nothing changes."""
+        ``then`` runs in the same transaction (``--import``): if it raises, nothing changes. A file
+        that cannot be written is ``DatabaseUnusableError``, in SQLite's words."""
+        try:
+            self._initialise(then)
+        except sqlite3.Error as exc:
+            reason = storage_failure(exc)
+            if reason is None:
+                raise
+            database = self.settings.database
+            raise DatabaseUnusableError(f"cannot write the database {database} ({reason})") from None
+
+    def _initialise(self, then: Callable[[sqlite3.Connection], None] | None) -> None:
         self.db.create_schema()
         with self.db.write() as conn:
             if not seeding.is_initialised(conn):

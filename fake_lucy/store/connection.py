@@ -47,12 +47,13 @@ from fake_lucy.store.schema import (
     ADDED_COLUMNS,
     ADDED_INDEXES,
     LEGACY_FTS_TABLE,
+    SCHEMA_VERSION,
     fts_ddl,
     fts_table,
     table_statements,
 )
 
-__all__ = ["MEMORY", "Database", "ForeignDatabaseError"]
+__all__ = ["MEMORY", "Database", "ForeignDatabaseError", "storage_failure"]
 
 
 class ForeignDatabaseError(ValueError):
@@ -104,9 +105,38 @@ def _others_ready() -> bool:
     return ready is None or len(ready) > 0
 
 
+class _GroupRolledBack(sqlite3.OperationalError):
+    """A group whose transaction SQLite rolled back by itself (it does so on a full disk)."""
+
+
 def _rolled_back() -> sqlite3.OperationalError:
     """The error of a group whose transaction SQLite rolled back by itself."""
-    return sqlite3.OperationalError("the group's transaction was rolled back")
+    return _GroupRolledBack("the transaction was rolled back by SQLite")
+
+
+# What SQLite answers when the file cannot be written or read as it should (a full disk, a file or
+# mount made read-only, an I/O error, a file gone or damaged): the transaction did not commit.
+_STORAGE_CODES = frozenset(
+    {
+        sqlite3.SQLITE_FULL,
+        sqlite3.SQLITE_READONLY,
+        sqlite3.SQLITE_IOERR,
+        sqlite3.SQLITE_CANTOPEN,
+        sqlite3.SQLITE_CORRUPT,
+        sqlite3.SQLITE_NOTADB,
+        sqlite3.SQLITE_PERM,
+    }
+)
+
+
+def storage_failure(exc: BaseException) -> str | None:
+    """SQLite's words when ``exc`` says the database file could not be used (nothing of the
+    transaction stands: SQLite rolls it back); None for any other error."""
+    if isinstance(exc, _GroupRolledBack):
+        return str(exc)
+    if isinstance(exc, sqlite3.Error) and (getattr(exc, "sqlite_errorcode", 0) & 0xFF) in _STORAGE_CODES:
+        return str(exc)
+    return None
 
 
 # The group the current task's last ``write_in_group`` joined (each request runs in a task of its own).
@@ -146,6 +176,13 @@ class Database:
                 f"{path} holds tables of another application (no server_state table);"
                 " give fake-lucy a file of its own with --database"
             )
+        (version,) = self.conn.execute("PRAGMA user_version").fetchone()
+        if version > SCHEMA_VERSION:  # its tables are not the ones this fake-lucy writes and reads
+            self.conn.close()
+            raise ForeignDatabaseError(
+                f"{path} was written by a newer fake-lucy (schema version {version}; this one knows"
+                f" up to {SCHEMA_VERSION}): run that fake-lucy, or give this one another --database"
+            )
         if path != MEMORY:
             self.conn.execute("PRAGMA journal_mode = WAL")
             # WAL + OFF: a commit is handed to the OS, so it survives a crash or kill of the process
@@ -155,9 +192,10 @@ class Database:
         self.conn.execute("PRAGMA foreign_keys = OFF")
 
     def create_schema(self) -> None:
-        """Create every table that does not exist yet, with its indexes, in one transaction
-        (idempotent); then bring a file written by an older fake-lucy up to date. A file holding
-        another application's tables was refused when it was opened."""
+        """Create every table that does not exist yet, with its indexes; bring a file written by an
+        older fake-lucy up to date; record ``SCHEMA_VERSION`` — all in one transaction (idempotent),
+        so that a process killed on the way leaves the file as it was. A file holding another
+        application's tables, or written by a newer fake-lucy, was refused when it was opened."""
         conn = self.conn
         with self.write():
             existing = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
@@ -166,48 +204,48 @@ class Database:
                     for statement in statements:
                         conn.execute(statement)
             count_journal = "journal" in existing and "journal_counts" not in existing
-        added: set[tuple[str, str]] = set()
-        for table, column, declaration in ADDED_COLUMNS:
-            existing = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
-            if column not in existing:
-                conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
-                added.add((table, column))
-        for statement in ADDED_INDEXES:
-            conn.execute(statement)
-        self._move_access_times()
-        self._fill_tenant_columns(added)
-        if count_journal:  # a file written when the journal was bounded as a whole
-            with self.write():
+            added: set[tuple[str, str]] = set()
+            for table, column, declaration in ADDED_COLUMNS:
+                existing = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+                if column not in existing:
+                    conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
+                    added.add((table, column))
+            for statement in ADDED_INDEXES:
+                conn.execute(statement)
+            self._move_access_times()
+            self._fill_tenant_columns(added)
+            if count_journal:  # a file written when the journal was bounded as a whole
                 conn.execute(
                     "INSERT INTO journal_counts SELECT tenant, count(*) FROM journal GROUP BY tenant"
                 )
-        self._split_full_text_index()
+            self._split_full_text_index()
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     def _fill_tenant_columns(self, added: set[tuple[str, str]]) -> None:
         """A file written before tenants had clocks and journal and ledger rows their tenant: each
         tenant follows the server clock, each row names the tenant of its credential or account."""
         conn = self.conn
-        with self.write():
-            if ("tenants", "clock_offset_us") in added:
-                conn.execute(
-                    "UPDATE tenants SET (clock_offset_us, clock_frozen_us) ="
-                    " (SELECT clock_offset_us, clock_frozen_us FROM server_state WHERE id = 1)"
-                    " WHERE EXISTS (SELECT 1 FROM server_state WHERE id = 1)"
-                )
-            if ("journal", "tenant") in added:
-                conn.execute(
-                    "UPDATE journal SET tenant = coalesce("
-                    "(SELECT tenant_id FROM credentials c WHERE c.id = journal.credential_id), '')"
-                )
-            if ("ledger", "tenant_id") in added:
-                conn.execute(
-                    "UPDATE ledger SET tenant_id = coalesce("
-                    "(SELECT tenant_id FROM accounts a WHERE a.id = ledger.account_id), '')"
-                )
+        if ("tenants", "clock_offset_us") in added:
+            conn.execute(
+                "UPDATE tenants SET (clock_offset_us, clock_frozen_us) ="
+                " (SELECT clock_offset_us, clock_frozen_us FROM server_state WHERE id = 1)"
+                " WHERE EXISTS (SELECT 1 FROM server_state WHERE id = 1)"
+            )
+        if ("journal", "tenant") in added:
+            conn.execute(
+                "UPDATE journal SET tenant = coalesce("
+                "(SELECT tenant_id FROM credentials c WHERE c.id = journal.credential_id), '')"
+            )
+        if ("ledger", "tenant_id") in added:
+            conn.execute(
+                "UPDATE ledger SET tenant_id = coalesce("
+                "(SELECT tenant_id FROM accounts a WHERE a.id = ledger.account_id), '')"
+            )
 
     def _split_full_text_index(self) -> None:
         """Every tenant has its full-text table; a file written with one index for all tenants has
-        its rows moved to their tenants' tables, and the old index dropped, in one transaction."""
+        its rows moved to their tenants' tables, and the old index dropped (in the caller's
+        transaction)."""
         conn = self.conn
         tenants = [row[0] for row in conn.execute("SELECT id FROM tenants")]
         legacy = conn.execute(
@@ -221,22 +259,19 @@ class Database:
             ).fetchone()
             is None
         ]
-        if not missing and legacy is None:
-            return
-        with self.write():
-            for tenant in missing:
-                conn.execute(fts_ddl(tenant))
-            if legacy is not None:
-                for tenant in tenants:
-                    conn.execute(
-                        f"INSERT INTO {fts_table(tenant)} (rowid, scope_tag, content, topic)"  # noqa: S608 - a digest name
-                        f" SELECT f.rowid, f.scope_tag, f.content, f.topic FROM {LEGACY_FTS_TABLE} f"
-                        " JOIN memories m ON m.seq = f.rowid WHERE m.tenant_id = ?",
-                        (tenant,),
-                    )
-                conn.execute(f"DROP TABLE {LEGACY_FTS_TABLE}")
-                # the ranked answers a worker may cache were computed on the old index
-                conn.execute("UPDATE server_state SET index_epoch = ? WHERE id = 1", (secrets.randbits(62),))
+        for tenant in missing:
+            conn.execute(fts_ddl(tenant))
+        if legacy is not None:
+            for tenant in tenants:
+                conn.execute(
+                    f"INSERT INTO {fts_table(tenant)} (rowid, scope_tag, content, topic)"  # noqa: S608 - a digest name
+                    f" SELECT f.rowid, f.scope_tag, f.content, f.topic FROM {LEGACY_FTS_TABLE} f"
+                    " JOIN memories m ON m.seq = f.rowid WHERE m.tenant_id = ?",
+                    (tenant,),
+                )
+            conn.execute(f"DROP TABLE {LEGACY_FTS_TABLE}")
+            # the ranked answers a worker may cache were computed on the old index
+            conn.execute("UPDATE server_state SET index_epoch = ? WHERE id = 1", (secrets.randbits(62),))
 
     def _move_access_times(self) -> None:
         """A file written before ``memory_access`` existed keeps ``last_accessed_at`` in
@@ -244,12 +279,11 @@ class Database:
         conn = self.conn
         if "last_accessed_at" not in {row[1] for row in conn.execute("PRAGMA table_info(memories)")}:
             return
-        with self.write():
-            conn.execute(
-                "INSERT OR IGNORE INTO memory_access (seq, last_accessed_at)"
-                " SELECT seq, last_accessed_at FROM memories WHERE last_accessed_at IS NOT NULL"
-            )
-            conn.execute("UPDATE memories SET last_accessed_at = NULL WHERE last_accessed_at IS NOT NULL")
+        conn.execute(
+            "INSERT OR IGNORE INTO memory_access (seq, last_accessed_at)"
+            " SELECT seq, last_accessed_at FROM memories WHERE last_accessed_at IS NOT NULL"
+        )
+        conn.execute("UPDATE memories SET last_accessed_at = NULL WHERE last_accessed_at IS NOT NULL")
 
     @contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:

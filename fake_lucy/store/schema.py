@@ -19,6 +19,7 @@ __all__ = [
     "ADDED_INDEXES",
     "LEGACY_FTS_TABLE",
     "SCHEMA_SQL",
+    "SCHEMA_VERSION",
     "STATE_TABLES",
     "fts_ddl",
     "fts_table",
@@ -26,6 +27,11 @@ __all__ = [
 ]
 
 SCHEMA_SQL = Path(__file__).with_name("schema.sql")
+# The version of the tables (SQLite's ``user_version`` of a file): ``create_schema`` writes it, and
+# a file of a higher one, from a newer fake-lucy, is refused. It goes up with every change of
+# ``schema.sql``, ``ADDED_COLUMNS`` or ``ADDED_INDEXES`` (a test holds it to their digest); a file
+# without one (0) was written before versions, and is brought up to date as any older file is.
+SCHEMA_VERSION = 1
 _OWNER = re.compile(r"CREATE (?:TABLE|(?:UNIQUE )?INDEX \S+ ON) (\S+) ")
 
 

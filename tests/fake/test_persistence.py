@@ -8,7 +8,8 @@ import sqlite3
 import httpx
 import pytest
 
-from fake_lucy.store.schema import STATE_TABLES, fts_table
+from fake_lucy.store.connection import Database, ForeignDatabaseError
+from fake_lucy.store.schema import SCHEMA_VERSION, STATE_TABLES, fts_table
 from fake_lucy.testing import InProcessFake
 from tests.helpers import proposal_body, propose, recall
 
@@ -394,3 +395,62 @@ async def test_a_file_with_a_table_of_status_polls_keeps_its_series_and_drops_th
         assert recent.startswith("req_")
     finally:
         await second.aclose()
+
+
+def _columns(database, table: str) -> set[str]:
+    conn = sqlite3.connect(database)
+    try:
+        return {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+    finally:
+        conn.close()
+
+
+async def test_an_upgrade_stopped_part_way_leaves_the_older_file_as_it_was(tmp_path, monkeypatch) -> None:
+    """The upgrade is one transaction: a process killed before its end (here: its last step fails)
+    leaves no column added without its values, and the next start upgrades the file whole."""
+    database = tmp_path / "older.sqlite3"
+    first = InProcessFake(database)
+    other = await first.admin.create_tenant("other")
+    async with first.client(other["credential"]["token"]) as theirs:
+        await recall(theirs, "database")
+    await first.aclose()
+    _to_the_layout_before_tenant_namespaces(database)
+    conn = sqlite3.connect(database)
+    conn.execute("PRAGMA user_version = 0")  # as a file from before schema versions
+    conn.close()
+
+    def killed(self: Database) -> None:
+        raise KeyboardInterrupt  # what a kill at that moment leaves: the rest never runs
+
+    with monkeypatch.context() as patched:
+        patched.setattr(Database, "_split_full_text_index", killed)
+        with pytest.raises(KeyboardInterrupt):
+            InProcessFake(database)
+    assert "tenant" not in _columns(database, "journal")
+    assert "tenant_id" not in _columns(database, "ledger")
+
+    second = InProcessFake(database)
+    try:
+        assert {row["tenant"] for row in await second.admin.requests()} == {"other"}
+        assert {row["tenant"] for row in await second.admin.ledger()} == {"other"}
+    finally:
+        await second.aclose()
+    conn = sqlite3.connect(database)
+    assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
+    conn.close()
+
+
+def test_a_file_written_by_a_newer_fake_lucy_is_refused_and_left_as_it_is(tmp_path) -> None:
+    database = tmp_path / "newer.sqlite3"
+    Database(str(database)).create_schema()
+    conn = sqlite3.connect(database)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    conn.close()
+    before = database.read_bytes()
+    with pytest.raises(ForeignDatabaseError) as refused:
+        Database(str(database))
+    assert str(refused.value) == (
+        f"{database} was written by a newer fake-lucy (schema version {SCHEMA_VERSION + 1}; this one"
+        f" knows up to {SCHEMA_VERSION}): run that fake-lucy, or give this one another --database"
+    )
+    assert database.read_bytes() == before

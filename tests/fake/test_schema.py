@@ -3,12 +3,22 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import sqlite3
 
 from sqlalchemy import create_engine
 
 from fake_lucy.store.connection import Database
-from fake_lucy.store.schema import SCHEMA_SQL, STATE_TABLES, table_statements
+from fake_lucy.store.schema import (
+    ADDED_COLUMNS,
+    ADDED_INDEXES,
+    SCHEMA_SQL,
+    SCHEMA_VERSION,
+    STATE_TABLES,
+    fts_ddl,
+    table_statements,
+)
 from fake_lucy.store.tables import metadata, render_schema
 
 
@@ -49,6 +59,33 @@ def test_a_new_file_has_exactly_the_tables_and_indexes_sqlalchemy_creates_from_t
     assert created == expected
     assert {name for kind, name in created if kind == "table"} == set(table_statements())
     assert set(STATE_TABLES) <= set(table_statements())
+
+
+# What each schema version's tables are: the digest of what ``create_schema`` makes of a file.
+SCHEMA_DIGESTS = {1: "8d10efde53a7c7ec999f705a893ad5c1b61f5a68984b2429ad59bf4f16f87f79"}
+
+
+def test_the_schema_version_goes_up_with_every_change_of_the_tables() -> None:
+    made = hashlib.sha256(SCHEMA_SQL.read_bytes())
+    made.update(json.dumps([ADDED_COLUMNS, ADDED_INDEXES, fts_ddl("tenant")]).encode())
+    assert SCHEMA_DIGESTS.get(SCHEMA_VERSION) == made.hexdigest(), (
+        "the tables changed: raise SCHEMA_VERSION in fake_lucy/store/schema.py (a file of this"
+        " version is refused by an older fake-lucy) and record the new digest here"
+    )
+
+
+def test_a_new_file_and_an_upgraded_one_carry_the_schema_version(tmp_path) -> None:
+    path = str(tmp_path / "versioned.sqlite3")
+    database = Database(path)
+    database.create_schema()
+    database.conn.execute("PRAGMA user_version = 0")  # as a file from before versions
+    database.close()
+    again = Database(path)
+    try:
+        again.create_schema()
+        assert again.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    finally:
+        again.close()
 
 
 def test_creating_a_file_twice_keeps_it_as_it_is(tmp_path) -> None:

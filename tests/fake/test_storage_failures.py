@@ -1,0 +1,128 @@
+"""A database file the fake cannot write (a full disk, a read-only file or mount): one line, never a
+traceback; nothing half done; at start, no file left behind that this start made.
+
+A full disk is SQLite's ``max_page_count`` reached: the same ``SQLITE_FULL`` a full file system gives."""
+
+from __future__ import annotations
+
+import sqlite3
+import uuid
+from pathlib import Path
+
+import pytest
+
+from fake_lucy.cli import main
+from fake_lucy.runtime import DatabaseUnusableError, FakeLucy
+from fake_lucy.settings import FakeLucySettings
+from fake_lucy.store.connection import Database
+from fake_lucy.testing import InProcessFake
+from tests.helpers import proposal_body, propose
+
+pytestmark = pytest.mark.anyio
+
+
+def _fill(conn: sqlite3.Connection) -> None:
+    """No page more for this connection: every write that needs one fails as on a full disk."""
+    (pages,) = conn.execute("PRAGMA page_count").fetchone()
+    conn.execute(f"PRAGMA max_page_count = {pages}")
+
+
+async def test_a_full_disk_while_serving_is_a_retryable_503_and_the_retry_succeeds_once_there_is_room(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    fake = InProcessFake(tmp_path / "full.sqlite3")
+    try:
+        async with fake.client() as api:
+            _fill(fake.fake.db.conn)
+            answers = []
+            for n in range(200):  # until a write needs a page the file cannot have
+                body, key = proposal_body(f"Fact number {n} of many."), uuid.uuid4().hex
+                answer = await propose(api, body, key=key)
+                answers.append(answer.status_code)
+                if answer.status_code != 201:
+                    break
+            assert answer.status_code == 503, answers
+            assert answer.json()["code"] == "unavailable"
+            assert answer.json()["retryable"] is True
+            assert answer.json()["detail"] == (
+                "the fake cannot write its database (database or disk is full); nothing was done"
+            )
+            assert not any(record.exc_info for record in caplog.records)  # one line, no traceback
+            assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == [
+                "cannot write the database while serving POST /api/agent-memory/v1/proposals:"
+                " database or disk is full"
+            ]
+            made = len(answers) - 1
+            fake.fake.db.conn.execute("PRAGMA max_page_count = 1073741823")  # room again
+            again = await propose(api, body, key=key)
+            assert again.status_code == 201  # executed now, not a replay: nothing was done before
+            assert "Idempotent-Replayed" not in again.headers
+            assert int(again.headers["Lucy-Credits-Remaining"]) == 1000 - made - 1
+    finally:
+        await fake.aclose()
+
+
+async def test_a_full_disk_on_the_control_api_is_the_same_one_line_503(tmp_path: Path) -> None:
+    fake = InProcessFake(tmp_path / "full.sqlite3")
+    try:
+        async with fake.client(fake.admin_token) as http:
+            _fill(fake.fake.db.conn)
+            for n in range(200):
+                answer = await http.post("/_fake/tenants", json={"tenant": f"team-{n}"})
+                if answer.status_code != 201:
+                    break
+        assert (answer.status_code, answer.json()["code"]) == (503, "unavailable")
+    finally:
+        await fake.aclose()
+
+
+def test_a_new_database_that_cannot_be_made_ready_is_one_error_and_not_left_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    created = Database.create_schema
+
+    def on_a_full_disk(self: Database) -> None:
+        self.conn.execute("PRAGMA max_page_count = 1")
+        created(self)
+
+    monkeypatch.setattr(Database, "create_schema", on_a_full_disk)
+    path = tmp_path / "new.sqlite3"
+    with pytest.raises(DatabaseUnusableError) as refused:
+        FakeLucy(FakeLucySettings(database=str(path)))
+    assert str(refused.value) == f"cannot write the database {path} (database or disk is full)"
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_an_older_database_whose_upgrade_cannot_be_written_is_kept_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "kept.sqlite3"
+    FakeLucy(FakeLucySettings(database=str(path))).close()
+    conn = sqlite3.connect(path)
+    conn.execute("DROP INDEX ix_ledger_tenant_id")  # as an older fake-lucy wrote it
+    conn.execute("ALTER TABLE ledger DROP COLUMN tenant_id")
+    conn.execute("VACUUM")  # no free page left: the upgrade needs new ones
+    conn.close()
+    before = path.read_bytes()
+    created = Database.create_schema
+
+    def on_a_full_disk(self: Database) -> None:
+        _fill(self.conn)
+        created(self)
+
+    monkeypatch.setattr(Database, "create_schema", on_a_full_disk)
+    with pytest.raises(DatabaseUnusableError) as refused:
+        FakeLucy(FakeLucySettings(database=str(path)))
+    assert str(refused.value) == f"cannot write the database {path} (database or disk is full)"
+    assert path.read_bytes() == before
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full on this system")
+def test_serve_on_a_device_that_is_always_full_is_one_line_and_exit_1(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["serve", "--database", "/dev/full", "--port", "0"]) == 1
+    assert (
+        capsys.readouterr().err
+        == "fake-lucy: cannot write the database /dev/full (database or disk is full)\n"
+    )
