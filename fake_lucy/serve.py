@@ -218,11 +218,11 @@ def check_tls(settings: FakeLucySettings) -> None:
 
 
 def _run(settings: FakeLucySettings, fake: FakeLucy) -> None:
-    # One worker: this process listens. Several: uvicorn's supervisor binds, so only --port 0 is
-    # resolved here (a port that was free a moment ago).
-    bound = _listen(settings.host, settings.port) if settings.workers == 1 or settings.port == 0 else None
-    if bound is not None:
-        settings = settings.model_copy(update={"port": bound.getsockname()[1]})
+    # One worker: this process listens. Several: uvicorn's supervisor binds the port, which is
+    # bound here first all the same (and let go just before), so that a port in use or a bad host
+    # is one line before the banner, and --port 0 a port that was free a moment ago.
+    bound = _listen(settings.host, settings.port)
+    settings = settings.model_copy(update={"port": bound.getsockname()[1]})
     _announce(settings, fake)
     if settings.workers == 1:
         config = uvicorn.Config(
@@ -233,10 +233,9 @@ def _run(settings: FakeLucySettings, fake: FakeLucy) -> None:
             ssl_certfile=settings.tls_certfile,
             ssl_keyfile=settings.tls_keyfile,
         )
-        uvicorn.Server(config).run(sockets=None if bound is None else [bound])
+        uvicorn.Server(config).run(sockets=[bound])
         return
-    if bound is not None:
-        bound.close()  # the workers' supervisor binds the port it was given (free a moment ago)
+    bound.close()  # the workers' supervisor binds the port it was given (free a moment ago)
     fake.close()
     parent_only = {"admin_token", "admin_token_file", "import_file", "export_on_exit"}
     for name, value in settings.model_dump(exclude=parent_only).items():

@@ -196,16 +196,21 @@ def test_off_loopback_the_banner_says_the_built_in_tokens_are_refused(tmp_path: 
     assert not any('"mcpServers"' in line for line in lines)  # no MCP block with a refused token
 
 
-def test_a_port_in_use_or_an_unknown_host_is_one_line_before_any_banner(tmp_path: Path, capsys) -> None:
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_port_in_use_or_an_unknown_host_is_one_line_before_any_banner(
+    tmp_path: Path, capsys, workers: str
+) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        assert main(["serve", "--port", str(port), "--database", str(tmp_path / "a.sqlite3")]) == 1
+        args = ["--port", str(port), "--workers", workers, "--database", str(tmp_path / "a.sqlite3")]
+        assert main(["serve", *args]) == 1
         first = capsys.readouterr()
     assert first.out == ""  # no banner naming a server that never ran
     assert first.err.strip() == f"fake-lucy: cannot listen on 127.0.0.1:{port} (Address already in use)"
-    assert main(["serve", "--host", "host.invalid", "--database", str(tmp_path / "b.sqlite3")]) == 1
+    args = ["--host", "host.invalid", "--workers", workers, "--database", str(tmp_path / "b.sqlite3")]
+    assert main(["serve", *args]) == 1
     second = capsys.readouterr()
     assert second.out == ""
     assert len(second.err.strip().splitlines()) == 1
