@@ -40,6 +40,7 @@ from lucy_memory._contract import (
     MAX_POINTER,
     PROPOSAL_STATES,
     InvalidJSONError,
+    SchemaError,
     SchemaValidator,
     load_contract,
     long_name_error,
@@ -76,6 +77,18 @@ def _parameter_pointer(name: str) -> str:
 
 
 _BAD_PARAMETER = "a query parameter is invalid"
+
+
+def _no_body(body: dict[str, Any]) -> None:
+    """422 for each property of a body sent to an operation that takes none (``{}`` is no body)."""
+    errors = [
+        long_name_error("", "property")
+        if len(_parameter_pointer(name)) > MAX_POINTER
+        else SchemaError(_parameter_pointer(name), "is not an allowed property: this operation takes no body")
+        for name in body
+    ]
+    if errors:
+        raise schema_problem(errors)
 
 
 def _bad_parameter(name: str, rule: str) -> DomainError:
@@ -152,7 +165,6 @@ def _set_balance(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> t
 
 
 def _list_proposals(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
-    _only_query(ctx, ("status", "tenant", "limit", "cursor"))
     status = _query_choice(ctx, "status", PROPOSAL_STATES)
     limit = _query_int(ctx, "limit", PAGE_SIZE, 1, MAX_PAGE)
     after = _seq_cursor(ctx)
@@ -177,7 +189,6 @@ def _decide(decision: admin.Decision) -> _Handler:
 
 
 def _list_memories(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
-    _only_query(ctx, ("tenant", "scope_kind", "scope_id", "include_history", "limit", "cursor"))
     scope_kind = _query_choice(ctx, "scope_kind", _SCOPE_KINDS)
     history = _query_bool(ctx, "include_history", default=True)
     limit = _query_int(ctx, "limit", PAGE_SIZE, 1, MAX_PAGE)
@@ -205,7 +216,6 @@ def _restore_memory(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -
 
 
 def _get_policy(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
-    _only_query(ctx, ())
     return 200, policy_dict(policy.get_policy(conn, ctx.path["tenant"], scope=ctx.scope))
 
 
@@ -214,7 +224,6 @@ def _put_policy(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tu
 
 
 def _get_clock(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
-    _only_query(ctx, ())
     return 200, clock.state(conn, ctx.scope.tenant)
 
 
@@ -237,7 +246,6 @@ def _create_fault(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> 
 
 
 def _list_faults(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
-    _only_query(ctx, ())
     return 200, {"items": faults.list_faults(conn, tenant=ctx.scope.tenant)}
 
 
@@ -258,7 +266,6 @@ JOURNAL_LIMIT = 10_000
 
 
 def _list_requests(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
-    _only_query(ctx, ("operation", "credential_id", "limit", "cursor"))
     operation = _query_choice(ctx, "operation", ("recall", "propose", "proposal_status"))
     newest = _query_int(ctx, "limit", 0, 1, JOURNAL_LIMIT) if "limit" in ctx.query else None
     wanted = JournalFilter(operation=operation, credential_id=ctx.query.get("credential_id"), newest=newest)
@@ -267,7 +274,6 @@ def _list_requests(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) ->
 
 
 def _list_ledger(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
-    _only_query(ctx, ("account", "cursor"))
     page = admin.ledger(
         conn, account=ctx.query.get("account"), after=_seq_cursor(ctx), limit=PAGE_SIZE, scope=ctx.scope
     )
@@ -292,7 +298,6 @@ def _delete_tenant(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) ->
 
 
 def _list_tenants(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
-    _only_query(ctx, ("limit", "cursor"))
     limit = _query_int(ctx, "limit", PAGE_SIZE, 1, MAX_PAGE)
     page = admin.tenants(conn, after=_seq_cursor(ctx), limit=limit, scope=ctx.scope)
     # the server clock, by which created_at is: ages a tenant admin computes too (its clock is its own)
@@ -300,7 +305,6 @@ def _list_tenants(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> 
 
 
 def _list_findings(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
-    _only_query(ctx, ("credential_id", "code", "cursor"))
     code = _query_choice(ctx, "code", findings.CODES)
     page = findings.findings(
         conn,
@@ -314,7 +318,6 @@ def _list_findings(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) ->
 
 
 def _get_snapshot(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
-    _only_query(ctx, ("include_journal",))
     include_journal = _query_bool(ctx, "include_journal", default=False)
     return 200, snapshot.export_state(
         conn, fake_version=__version__, tenant=ctx.scope.tenant, include_journal=include_journal
@@ -322,7 +325,6 @@ def _get_snapshot(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> 
 
 
 def _put_snapshot(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
-    _only_query(ctx, ())
     admin_hash = hash_token(ctx.fake.admin_token)
     snapshot.restore_state(conn, body, tenant=ctx.scope.tenant, server_admin_token_sha256=admin_hash)
     return 200, {"restored": True}
@@ -362,9 +364,10 @@ class ControlApi:
         return admin_scope(self.fake, inputs.bearer_token(inputs.header_map(request.scope)))
 
     async def _body(self, request: Request, schema: str | None, max_body: int) -> dict[str, Any]:
+        """The request's JSON object: none is ``{}``; another media type is 415, not JSON 400, not
+        the operation's schema 422 — and an operation without a request schema takes ``{}`` alone
+        (the contract's ``body_rule``), so that what it does is never read into a body it ignores."""
         raw = await inputs.read_body(request, max_body)
-        if schema is None:
-            return {}
         body: dict[str, Any] = {}
         if raw.strip():
             media = request.headers.get("content-type", "").partition(";")[0].strip().lower()
@@ -374,6 +377,9 @@ class ControlApi:
                 body = parse_json_object(raw)
             except InvalidJSONError as exc:
                 raise ProblemError("invalid_json", str(exc)) from None
+        if schema is None:
+            _no_body(body)
+            return {}
         if schema == ANY_OBJECT:
             return body
         errors = schema_validator(schema).errors(body)
@@ -388,7 +394,10 @@ class ControlApi:
         handler: _Handler,
         path_schema: SchemaValidator | None = None,
         max_body: int | None = None,
+        query: tuple[str, ...] = (),
     ) -> Response:
+        """One control operation: the admin token, the path parameters, the query parameters (those
+        of the contract's ``query`` alone), the body, then the handler in one write transaction."""
         request_id = random_request_id()
         try:
             scope = self._authorise(request)
@@ -396,8 +405,9 @@ class ControlApi:
                 errors = path_schema.errors(dict(request.path_params))
                 if errors:
                     raise schema_problem(errors, "a path parameter is invalid")
-            body = await self._body(request, schema, max_body or self.max_body)
             ctx = _Ctx(self.fake, request, request_id, scope)
+            _only_query(ctx, query)
+            body = await self._body(request, schema, max_body or self.max_body)
             started = time.perf_counter()
             if handler is _reset and scope.tenant is None:
                 self.fake.reset()
@@ -423,6 +433,7 @@ class ControlApi:
         token = inputs.bearer_token(inputs.header_map(request.scope))
         try:
             scope = admin_scope(self.fake, token)
+            _only_query(_Ctx(self.fake, request, request_id, scope), EVENTS_QUERY)
             resume = last_event_id(request.headers, request.query_params)
         except DomainError as error:
             return problem_response(error, request_id)
@@ -434,6 +445,9 @@ class ControlApi:
         response.headers["Lucy-Request-Id"] = request_id
         return response
 
+
+# The event stream's query parameters (the contract's service_endpoints/events).
+EVENTS_QUERY = tuple(load_contract("fake-control")["service_endpoints"]["events"]["query"])
 
 # The handler of each operation of contracts/fake-control.contract.json, under the contract's name
 # for it: the contract gives each its method, path, request schema, path parameters and body limit.
@@ -494,9 +508,10 @@ def control_router(fake: FakeLucy, stream: EventStream | None = None) -> APIRout
         )
         schema = ANY_OBJECT if name in _CHECKS_ITS_BODY else operation["request_schema"]
         max_body = int(operation.get("max_body_bytes", api.max_body))
+        query = tuple(operation.get("query", {}))
         router.add_api_route(
             operation["path"],
-            _endpoint(api, schema, _HANDLERS[name], path_schema, max_body),
+            _endpoint(api, schema, _HANDLERS[name], path_schema, max_body, query),
             methods=[operation["method"]],
             include_in_schema=False,
         )
@@ -509,9 +524,10 @@ def _endpoint(
     handler: _Handler,
     path_schema: SchemaValidator | None,
     max_body: int,
+    query: tuple[str, ...],
 ) -> Callable[[Request], Awaitable[Response]]:
     # a closure, not default arguments: FastAPI would read those as query parameters of the route
     async def endpoint(request: Request) -> Response:
-        return await api.run(request, schema, handler, path_schema, max_body)
+        return await api.run(request, schema, handler, path_schema, max_body, query)
 
     return endpoint

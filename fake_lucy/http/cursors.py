@@ -67,8 +67,9 @@ def _issued(raw: str, value: Any) -> Any:
 
 
 def decode_seq(raw: str | None) -> int:
-    """The row number after which a seq-ordered listing continues (0 without a cursor)."""
-    if raw is None or raw == "":
+    """The row number after which a seq-ordered listing continues (0 without a cursor; an empty
+    one was not issued here: a client that sends it back would read the first page again)."""
+    if raw is None:
         return 0
     value = _decode(raw)
     if not _is_row_number(value):
@@ -78,7 +79,7 @@ def decode_seq(raw: str | None) -> int:
 
 def decode_pair(raw: str | None) -> tuple[str, int] | None:
     """The ``(memory id, version)`` after which the memories listing continues (``None`` without one)."""
-    if raw is None or raw == "":
+    if raw is None:
         return None
     value = _decode(raw)
     if not (

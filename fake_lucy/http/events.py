@@ -23,6 +23,7 @@ import orjson
 from starlette.responses import StreamingResponse
 
 from fake_lucy.domain import events
+from fake_lucy.domain.errors import invalid_field
 from fake_lucy.domain.events import EventRow
 from fake_lucy.http.abort import SHUTDOWN_EXTENSION
 from fake_lucy.http.problems import ProblemError
@@ -39,14 +40,21 @@ _ID = re.compile(r"[0-9]{1,18}")
 
 
 def last_event_id(headers: Mapping[str, str], query: Mapping[str, str]) -> int | None:
-    """Where the reader resumes: the ``Last-Event-ID`` header (a reconnect), else ``?after=``."""
-    for name, value in (("Last-Event-ID", headers.get("last-event-id")), ("after", query.get("after"))):
-        if value is None or value == "":
-            continue
-        if not _ID.fullmatch(value):
-            raise ProblemError("invalid_header", f"{name} must be an event id (ASCII digits)")
-        return int(value)
-    return None
+    """Where the reader resumes: the ``Last-Event-ID`` header (a reconnect; empty is none, as an
+    EventSource that saw no id sends it), else the query parameter ``after``. A malformed header is
+    400 ``invalid_header``; ``after`` is a query parameter, so 422 ``invalid_request`` at ``/after``."""
+    header = headers.get("last-event-id")
+    if header:
+        if not _ID.fullmatch(header):
+            raise ProblemError("invalid_header", "Last-Event-ID must be an event id (ASCII digits)")
+        return int(header)
+    after = query.get("after")
+    if after is None:
+        return None
+    if not _ID.fullmatch(after):
+        rule = "must be an event id (1 to 18 ASCII digits)"
+        raise invalid_field("/after", rule, "a query parameter is invalid")
+    return int(after)
 
 
 def event_frame(row: EventRow) -> bytes:

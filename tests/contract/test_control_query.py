@@ -1,5 +1,8 @@
-"""The control API's query rule: the contract lists every query parameter an operation takes, and an
-unknown one is 422 invalid_request with the pointer ``/<name>`` on every control GET."""
+"""The control API's query and body rules: the contract lists every query parameter an operation
+takes, and an unknown one is 422 invalid_request with the pointer ``/<name>`` on every control
+operation (and the event stream); an operation without a request schema takes no body but ``{}``.
+Either way the operation does nothing: a reset with a tenant named in its query or body resets
+nothing, rather than the whole server."""
 
 from __future__ import annotations
 
@@ -9,12 +12,13 @@ from typing import Any
 
 import pytest
 
-from lucy_memory._contract import load_contract
+from lucy_memory._contract import load_contract, load_json
 from tests.helpers import approved_memory
 
 pytestmark = pytest.mark.anyio
 
 CONTROL = load_contract("fake-control")
+EXAMPLES = load_json("contracts/openapi-examples.json")["fake-control"]["operations"]
 GETS = {
     name: op
     for name, op in CONTROL["operations"].items()
@@ -120,3 +124,93 @@ async def test_a_limit_that_is_not_ascii_digits_is_422_never_a_500(admin, limit)
         response = await admin.http.get(CONTROL["base_path"] + path, params={"limit": limit})
         assert response.status_code == 422, (path, response.text)
         assert response.json()["details"]["errors"][0]["pointer"] == "/limit"
+
+
+def _any_url(name: str) -> str:
+    """The operation's URL with the examples' path parameters (valid ones: the path is checked first)."""
+    path = CONTROL["operations"][name]["path"]
+    for param, value in (EXAMPLES[name].get("parameters") or {}).items():
+        path = path.replace("{" + param + "}", value)
+    return CONTROL["base_path"] + path
+
+
+@pytest.mark.parametrize("name", sorted(CONTROL["operations"]))
+async def test_an_unknown_query_parameter_is_422_on_every_control_operation(admin, name) -> None:
+    op = CONTROL["operations"][name]
+    response = await admin.http.request(op["method"], _any_url(name), params={"tenant_x": "ci-42"})
+    assert response.status_code == 422, response.text
+    assert response.json()["details"]["errors"] == [
+        {"pointer": "/tenant_x", "detail": "is not a parameter of this operation"}
+    ]
+
+
+NO_BODY = sorted(name for name, op in CONTROL["operations"].items() if op["request_schema"] is None)
+
+
+@pytest.mark.parametrize("name", NO_BODY)
+async def test_an_operation_without_a_request_schema_refuses_a_body_but_an_empty_object(admin, name) -> None:
+    op = CONTROL["operations"][name]
+    url = _any_url(name)
+    sent = await admin.http.request(op["method"], url, json={"tenant": "ci-42", "a/b": 1})
+    assert sent.status_code == 422, sent.text
+    assert sent.json()["details"]["errors"] == [
+        {"pointer": "/tenant", "detail": "is not an allowed property: this operation takes no body"},
+        {"pointer": "/a~1b", "detail": "is not an allowed property: this operation takes no body"},
+    ]
+    plain, json_type = {"Content-Type": "text/plain"}, {"Content-Type": "application/json"}
+    text = await admin.http.request(op["method"], url, content=b"hello", headers=plain)
+    assert (text.status_code, text.json()["code"]) == (415, "unsupported_media_type")
+    broken = await admin.http.request(op["method"], url, content=b"{", headers=json_type)
+    assert (broken.status_code, broken.json()["code"]) == (400, "invalid_json")
+
+
+async def test_a_reset_that_names_a_tenant_resets_nothing(admin, api) -> None:
+    """POST /_fake/reset is the whole server's (a tenant's is its tenant admin token's): a tenant
+    named in the query or the body is refused, not read as the whole server's reset."""
+    await admin.create_tenant("ci-42")
+    await admin.set_clock(frozen=True)
+    frozen = await admin.clock()
+    for query, body in (({"tenant": "ci-42"}, None), ({}, {"tenant": "ci-42"})):
+        refused = await admin.http.post("/_fake/reset", params=query, json=body)
+        assert refused.status_code == 422, refused.text
+    assert "ci-42" in {tenant["tenant"] for tenant in await admin.tenants()}
+    assert await admin.clock() == frozen
+    assert (await admin.http.post("/_fake/reset", json={})).status_code == 200  # {} is no body
+    assert "ci-42" not in {tenant["tenant"] for tenant in await admin.tenants()}
+
+
+async def test_clearing_the_faults_of_one_credential_is_refused_not_taken_for_all(admin) -> None:
+    await admin.add_fault("recall", 503)
+    refused = await admin.http.delete("/_fake/faults", params={"credential_id": "cred_dev_default"})
+    assert refused.status_code == 422
+    assert len(await admin.faults()) == 1
+
+
+@pytest.mark.parametrize("path", ["/proposals", "/memories", "/requests", "/ledger", "/findings", "/tenants"])
+async def test_an_empty_cursor_was_never_issued_and_is_422(admin, path) -> None:
+    response = await admin.http.get(CONTROL["base_path"] + path, params={"cursor": ""})
+    assert response.status_code == 422, response.text
+    assert response.json()["details"]["errors"] == [
+        {"pointer": "/cursor", "detail": "is not a cursor this server issued"}
+    ]
+
+
+@pytest.mark.parametrize(
+    ("params", "headers", "status", "pointer"),
+    [
+        ({"surprise": "1"}, {}, 422, "/surprise"),
+        ({"after": "12x"}, {}, 422, "/after"),
+        ({}, {"Last-Event-ID": "12x"}, 400, None),
+    ],
+)
+async def test_the_event_stream_takes_its_documented_query_and_header_only(
+    admin, params, headers, status, pointer
+) -> None:
+    response = await admin.http.get(
+        "/_fake/events", params=params, headers={"Accept": "text/event-stream", **headers}
+    )
+    assert response.status_code == status, response.text
+    if pointer is None:
+        assert response.json()["code"] == "invalid_header"
+    else:
+        assert [error["pointer"] for error in response.json()["details"]["errors"]] == [pointer]

@@ -140,7 +140,11 @@ def test_the_decoder_reads_back_exactly_what_the_encoder_wrote() -> None:
     assert cursors.decode_seq(cursors.encode(42)) == 42
     assert cursors.decode_pair(cursors.encode(("mem_é", 3))) == ("mem_é", 3)
     assert cursors.decode_seq(None) == 0
-    assert cursors.decode_pair("") is None
+    assert cursors.decode_pair(None) is None
+    # never issued (the last page's next_cursor is null): sent back, it would restart the listing
+    for empty in (cursors.decode_seq, cursors.decode_pair):
+        with pytest.raises(ProblemError):
+            empty("")
     for forged in (cursors.encode(("mem_x", 3)), cursors.encode(-1), cursors.encode(2**63)):
         with pytest.raises(ProblemError):
             cursors.decode_seq(forged)
