@@ -233,7 +233,11 @@ def _run(settings: FakeLucySettings, fake: FakeLucy) -> None:
             ssl_certfile=settings.tls_certfile,
             ssl_keyfile=settings.tls_keyfile,
         )
-        uvicorn.Server(config).run(sockets=[bound])
+        # A stop by SIGTERM is a normal end (exit 0, as with several workers), not the signal
+        # raised again once uvicorn has stopped (exit 143); installed here, just before uvicorn
+        # takes the signals over, so that one sent while the fake starts still ends it at once.
+        with _stopping_gracefully():
+            uvicorn.Server(config).run(sockets=[bound])
         return
     bound.close()  # the workers' supervisor binds the port it was given (free a moment ago)
     fake.close()

@@ -36,6 +36,7 @@ def test_serve_answers_healthz_and_prints_the_tokens_it_accepts(tmp_path) -> Non
         assert recall.status_code == 200
     finally:
         out, _ = server.stop()
+    assert server.process.returncode == 0  # SIGTERM is a normal stop, as with several workers
     assert "lucy-dev-token" in out
     assert "fake-admin-token" in out
     assert f"127.0.0.1:{server.port}" in out
