@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import logging
+import os
+import signal
 import sqlite3
+import sys
 import time
 from typing import Any
 
@@ -279,8 +283,30 @@ def create_app(
     return app
 
 
+# The pid of the ``fake-lucy serve`` that supervises the workers (set by it for them).
+SUPERVISOR_VARIABLE = "FAKE_LUCY_SUPERVISOR_PID"
+
+
+def _end_with_the_supervisor() -> None:
+    """A worker stops when its supervisor ends, even by ``kill -9`` (which lets it stop nothing):
+    on Linux the kernel sends the worker SIGTERM when its parent dies, and a worker whose parent is
+    already gone stops at once. Elsewhere, nothing (the supervisor stops its workers itself)."""
+    supervisor = os.environ.pop(SUPERVISOR_VARIABLE, None)
+    if supervisor is None or not sys.platform.startswith("linux"):
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
+        return  # not allowed here (a sandbox): the supervisor's own stop is all there is
+    if os.getppid() != int(supervisor):  # it died before the line above
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
 def create_app_from_environment() -> FastAPI:
     """Factory for uvicorn workers: settings from ``FAKE_LUCY_*`` (the parent initialised the DB)."""
+    _end_with_the_supervisor()
     settings: FakeLucySettings = load_settings()
     return create_app(
         FakeLucy(settings, initialise=False), request_log=None if settings.quiet else RequestLogger()

@@ -24,7 +24,7 @@ import uvicorn
 from pydantic import ValidationError
 
 from fake_lucy import __version__
-from fake_lucy.app import create_app
+from fake_lucy.app import SUPERVISOR_VARIABLE, create_app
 from fake_lucy.domain import sessions
 from fake_lucy.domain.defaults import DEFAULT_ADMIN_TOKEN, DEV_TOKEN
 from fake_lucy.files import check_writable
@@ -256,6 +256,7 @@ def _run(settings: FakeLucySettings, fake: FakeLucy) -> None:
     admin = settings.resolved_admin_token()
     if admin is not None:
         os.environ["FAKE_LUCY_ADMIN_TOKEN"] = admin
+    os.environ[SUPERVISOR_VARIABLE] = str(os.getpid())  # the workers end with this process
     uvicorn.run(
         "fake_lucy.app:create_app_from_environment",
         factory=True,

@@ -8,6 +8,8 @@ accepted it: the scenarios run only once both workers hold some of the connectio
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
@@ -16,6 +18,7 @@ import pytest
 
 from fake_lucy.testing import FakeAdmin, ServeProcess
 from fake_lucy.testing.admin import EventWatch
+from fake_lucy.testing.fakes import poll_until
 from fake_lucy.testing.tls import shared_tls_context
 from tests.conftest import HOOKS
 from tests.fake.test_billing import assert_parallel_spending_stops_at_zero
@@ -225,3 +228,33 @@ async def test_a_console_session_and_the_event_stream_span_both_workers(served: 
                 created = (await propose(making)).json()["proposal"]
                 event = await watch.wait_for("proposal.created", timeout=1, proposal_id=created["id"])
                 assert event.data["proposal_id"] == created["id"]
+
+
+def _alive(pid: int) -> bool:
+    """Running, not a zombie waiting for its parent to read its end."""
+    try:
+        status = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return status.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_the_workers_end_when_their_supervisor_is_killed(tmp_path: Path) -> None:
+    """``kill -9`` of ``fake-lucy serve`` lets it stop nothing: its workers stop by themselves,
+    instead of holding the port (and the database) with nobody to stop them."""
+    server = ServeProcess(["--workers", "2", "--database", str(tmp_path / "orphans.sqlite3")])
+    workers: set[int] = set()
+    try:
+        server.wait_ready()
+        server.wait_until(both_workers_answer(server), "serving on both workers")
+        workers = server_pids(server) - {server.process.pid}
+        assert len(workers) >= 2
+        server.process.kill()
+        server.process.wait()  # not its pipes: a worker left running would hold them open
+        gone = "the workers outlived their supervisor"
+        poll_until(lambda: not any(_alive(pid) for pid in workers), gone, 30)
+    finally:
+        for pid in workers:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        server.stop()
