@@ -53,7 +53,13 @@ def restore_snapshot(fake: FakeLucy, conn: sqlite3.Connection, path: Path, docum
 
 
 def export_file(fake: FakeLucy, path: Path) -> None:
-    """Write the fake's state to ``path`` atomically."""
+    """Write the fake's state to ``path`` atomically; ``OSError`` naming the file when it cannot be
+    written (a full disk, say), with whatever was there left as it was."""
     with fake.db.write() as conn:  # one transaction: a consistent state
         document = snapshot.export_state(conn, fake_version=__version__)
-    write_atomically(path, json_bytes(document) + b"\n")
+    try:
+        write_atomically(path, json_bytes(document) + b"\n")
+    except OSError as exc:
+        raise OSError(
+            f"cannot write the snapshot {path} ({exc.strerror or exc}); what was there is as it was"
+        ) from None

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import signal
 import threading
 import uuid
@@ -151,3 +153,29 @@ def test_a_database_a_snapshot_was_imported_into_starts_again_with_its_seed(tmp_
     again = FakeLucy(settings)  # raised SeedMismatchError ("seeded by an older fake-lucy")
     assert again.seed_outcome == "kept"
     again.close()
+
+
+def test_an_export_that_cannot_be_written_names_the_file_and_keeps_the_previous_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = FakeLucy(FakeLucySettings(database=str(tmp_path / "full.sqlite3")))
+    target = tmp_path / "state.json"
+    try:
+        export_file(fake, target)
+        before = target.read_bytes()
+        real_fsync = os.fsync
+
+        def full(descriptor: int) -> None:  # the disk fills while the temporary file is written
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+        monkeypatch.setattr(os, "fsync", full)
+        with pytest.raises(OSError, match="cannot write the snapshot") as refused:
+            export_file(fake, target)
+        monkeypatch.setattr(os, "fsync", real_fsync)
+    finally:
+        fake.close()
+    assert str(refused.value) == (
+        f"cannot write the snapshot {target} (No space left on device); what was there is as it was"
+    )
+    assert target.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".state.json")] == []  # no partial
