@@ -26,6 +26,19 @@ log = logging.getLogger("fake_lucy")
 SeedOutcome = Literal["unchecked", "applied", "reset", "kept"]
 
 
+def _holds_tables(database: str) -> bool:
+    """Whether the file holds any table, as a reader of it sees it (unsure: yes)."""
+    try:
+        conn = sqlite3.connect(f"{Path(database).resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            (tables,) = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            return int(tables) > 0
+        finally:
+            conn.close()
+    except (sqlite3.Error, OSError, ValueError):
+        return True
+
+
 class DatabaseUnusableError(ValueError):
     """The database file could not be written while it was being made ready (a full disk, a
     read-only file or mount): nothing of it was changed."""
@@ -65,7 +78,9 @@ class FakeLucy:
                 self.initialise()
             except BaseException:  # anything, Ctrl-C included: close, then let it go on
                 self.db.close()
-                if made:  # a file this start made and could not make ready is not left behind
+                if made and not _holds_tables(settings.database):
+                    # a file this start made, and that holds nothing (another process starting on
+                    # the same new file may have made its tables meanwhile), is not left behind
                     for path in self.db_files():
                         path.unlink(missing_ok=True)
                 raise

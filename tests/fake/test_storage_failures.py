@@ -93,6 +93,28 @@ def test_a_new_database_that_cannot_be_made_ready_is_one_error_and_not_left_behi
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
+def test_a_new_file_that_holds_tables_when_the_start_fails_is_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process starting on the same new file may have made it ready meanwhile: a failed
+    start removes only a file that holds nothing."""
+    made = FakeLucy._initialise
+
+    def then_stopped(self: FakeLucy, then: object) -> None:
+        made(self, None)  # the tables and the seed, committed (as another process's would be)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(FakeLucy, "_initialise", then_stopped)
+    path = tmp_path / "shared.sqlite3"
+    with pytest.raises(KeyboardInterrupt):
+        FakeLucy(FakeLucySettings(database=str(path)))
+    conn = sqlite3.connect(path)
+    try:
+        assert conn.execute("SELECT count(*) FROM server_state").fetchone() == (1,)
+    finally:
+        conn.close()
+
+
 def test_an_older_database_whose_upgrade_cannot_be_written_is_kept_as_it_was(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
