@@ -26,19 +26,6 @@ log = logging.getLogger("fake_lucy")
 SeedOutcome = Literal["unchecked", "applied", "reset", "kept"]
 
 
-def _holds_tables(database: str) -> bool:
-    """Whether the file holds any table, as a reader of it sees it (unsure: yes)."""
-    try:
-        conn = sqlite3.connect(f"{Path(database).resolve().as_uri()}?mode=ro", uri=True)
-        try:
-            (tables,) = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
-            return int(tables) > 0
-        finally:
-            conn.close()
-    except (sqlite3.Error, OSError, ValueError):
-        return True
-
-
 class DatabaseUnusableError(ValueError):
     """The database file could not be written while it was being made ready (a full disk, a
     read-only file or mount): nothing of it was changed."""
@@ -70,19 +57,15 @@ class FakeLucy:
         self.placeholder: str = self.contract["secret_policy"]["placeholder"]
         # One worker: the v1 requests of an event-loop turn share a commit. Several: each request
         # commits alone, so that no worker holds the write lock while its event loop serves others.
-        made = settings.database != MEMORY and not Path(settings.database).exists()
         self.db = Database(settings.database, group_commits=settings.workers == 1)
         self.seed_outcome: SeedOutcome = "unchecked"  # set by initialise()
         if initialise:
             try:
                 self.initialise()
             except BaseException:  # anything, Ctrl-C included: close, then let it go on
+                # A new file this start made stays: empty, the next start makes it ready, and
+                # another process starting on the same new file may be using it already.
                 self.db.close()
-                if made and not _holds_tables(settings.database):
-                    # a file this start made, and that holds nothing (another process starting on
-                    # the same new file may have made its tables meanwhile), is not left behind
-                    for path in self.db_files():
-                        path.unlink(missing_ok=True)
                 raise
 
     @staticmethod

@@ -76,7 +76,7 @@ async def test_a_full_disk_on_the_control_api_is_the_same_one_line_503(tmp_path:
         await fake.aclose()
 
 
-def test_a_new_database_that_cannot_be_made_ready_is_one_error_and_not_left_behind(
+def test_a_new_database_that_cannot_be_made_ready_is_one_error_and_the_next_start_makes_it_ready(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     created = Database.create_schema
@@ -85,19 +85,24 @@ def test_a_new_database_that_cannot_be_made_ready_is_one_error_and_not_left_behi
         self.conn.execute("PRAGMA max_page_count = 1")
         created(self)
 
-    monkeypatch.setattr(Database, "create_schema", on_a_full_disk)
     path = tmp_path / "new.sqlite3"
-    with pytest.raises(DatabaseUnusableError) as refused:
-        FakeLucy(FakeLucySettings(database=str(path)))
+    with monkeypatch.context() as full:
+        full.setattr(Database, "create_schema", on_a_full_disk)
+        with pytest.raises(DatabaseUnusableError) as refused:
+            FakeLucy(FakeLucySettings(database=str(path)))
     assert str(refused.value) == f"cannot write the database {path} (database or disk is full)"
-    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    again = FakeLucy(FakeLucySettings(database=str(path)))  # room again: the file left is made ready
+    try:
+        assert again.seed_outcome == "applied"
+    finally:
+        again.close()
 
 
 def test_a_new_file_that_holds_tables_when_the_start_fails_is_kept(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Another process starting on the same new file may have made it ready meanwhile: a failed
-    start removes only a file that holds nothing."""
+    start never removes the file."""
     made = FakeLucy._initialise
 
     def then_stopped(self: FakeLucy, then: object) -> None:
