@@ -119,7 +119,10 @@ def _listen(host: str, port: int) -> socket.socket:
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
-        sock.listen(2048)  # from here on a client that read the banner is queued until uvicorn accepts
+        # One worker: from here on a client that read the banner is queued until uvicorn accepts.
+        # Several: the supervisor binds the port again once this socket is closed, so a client
+        # that connects in between (a fraction of a second) is refused and tries again.
+        sock.listen(2048)
     except OSError as exc:  # socket.gaierror included
         sock.close()
         raise OSError(f"cannot listen on {host}:{port} ({exc.strerror or exc})") from None
