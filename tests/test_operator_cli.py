@@ -216,6 +216,8 @@ def test_a_value_the_fake_refuses_is_named_by_its_option_or_argument(
             "x" * 5000,
         ): "prop_AAAAAAAAAAAAAAAAAAAAAA: --reason: must be at most",
         ("approve", "prop_x"): "prop_x: ID: must match the pattern ",
+        ("proposals", "--tenant", "bad!"): "--tenant: must match the pattern ",
+        ("memories", "--tenant", "a tenant"): "--tenant: must match the pattern ",
     }
     for argv, said in cases.items():
         code, out, err = fake_lucy(capsys, *argv)

@@ -395,6 +395,7 @@ class ControlApi:
         path_schema: SchemaValidator | None = None,
         max_body: int | None = None,
         query: tuple[str, ...] = (),
+        query_schema: SchemaValidator | None = None,
     ) -> Response:
         """One control operation: the admin token, the path parameters, the query parameters (those
         of the contract's ``query`` alone), the body, then the handler in one write transaction."""
@@ -407,6 +408,10 @@ class ControlApi:
                     raise schema_problem(errors, "a path parameter is invalid")
             ctx = _Ctx(self.fake, request, request_id, scope)
             _only_query(ctx, query)
+            if query_schema is not None:
+                errors = query_schema.errors(dict(ctx.query))  # the ids among them (the others: above)
+                if errors:
+                    raise schema_problem(errors, _BAD_PARAMETER)
             body = await self._body(request, schema, max_body or self.max_body)
             started = time.perf_counter()
             if handler is _reset and scope.tenant is None:
@@ -509,9 +514,12 @@ def control_router(fake: FakeLucy, stream: EventStream | None = None) -> APIRout
         schema = ANY_OBJECT if name in _CHECKS_ITS_BODY else operation["request_schema"]
         max_body = int(operation.get("max_body_bytes", api.max_body))
         query = tuple(operation.get("query", {}))
+        # the query parameters that are ids of a form (a tenant, a credential): checked against it
+        ids = tuple((param, spec["schema"]) for param, spec in operation["query"].items() if "schema" in spec)
+        query_schema = parameters_validator(ids) if ids else None
         router.add_api_route(
             operation["path"],
-            _endpoint(api, schema, _HANDLERS[name], path_schema, max_body, query),
+            _endpoint(api, schema, _HANDLERS[name], path_schema, max_body, query, query_schema),
             methods=[operation["method"]],
             include_in_schema=False,
         )
@@ -525,9 +533,10 @@ def _endpoint(
     path_schema: SchemaValidator | None,
     max_body: int,
     query: tuple[str, ...],
+    query_schema: SchemaValidator | None,
 ) -> Callable[[Request], Awaitable[Response]]:
     # a closure, not default arguments: FastAPI would read those as query parameters of the route
     async def endpoint(request: Request) -> Response:
-        return await api.run(request, schema, handler, path_schema, max_body, query)
+        return await api.run(request, schema, handler, path_schema, max_body, query, query_schema)
 
     return endpoint

@@ -134,7 +134,10 @@ def _operation(
             }
         )
     for param, spec in op.get("query", {}).items():
-        schema = {k: v for k, v in spec.items() if k != "description"}
+        if "schema" in spec:
+            schema = _schema_ref(spec["schema"])
+        else:
+            schema = {k: v for k, v in spec.items() if k != "description"}
         parameters.append(
             {
                 "name": param,

@@ -52,11 +52,18 @@ async def test_an_unknown_query_parameter_too_long_to_point_at_is_reported_on_th
 async def test_every_query_parameter_the_contract_lists_is_accepted(admin, name) -> None:
     op = GETS[name]
     values = {"integer": "1", "boolean": "true", "string": "x"}
-    params = {
-        param: spec["enum"][0] if "enum" in spec else values[spec["type"]]
-        for param, spec in op["query"].items()
-        if param != "cursor"
+    ids = {
+        "definitions.schema.json#/$defs/tenant_id": "tenant_dev",
+        "definitions.schema.json#/$defs/credential_id": "cred_dev_default",
+        "definitions.schema.json#/$defs/account_id": "acct_dev",
     }
+
+    def value(spec: dict[str, Any]) -> str:
+        if "enum" in spec:
+            return str(spec["enum"][0])
+        return ids[spec["schema"]] if "schema" in spec else values[spec["type"]]
+
+    params = {param: value(spec) for param, spec in op["query"].items() if param != "cursor"}
     response = await admin.http.get(_url(op), params=params)
     assert response.status_code == 200, response.text
 
@@ -214,3 +221,24 @@ async def test_the_event_stream_takes_its_documented_query_and_header_only(
         assert response.json()["code"] == "invalid_header"
     else:
         assert [error["pointer"] for error in response.json()["details"]["errors"]] == [pointer]
+
+
+@pytest.mark.parametrize(
+    ("path", "param", "value"),
+    [
+        ("/proposals", "tenant", "bad!"),
+        ("/memories", "tenant", "a tenant"),
+        ("/requests", "credential_id", "dev"),
+        ("/findings", "credential_id", "cred_"),
+        ("/ledger", "account", "acct dev"),
+    ],
+)
+async def test_an_id_filter_that_is_no_id_of_its_kind_is_422_not_an_empty_page(
+    admin, path, param, value
+) -> None:
+    """A typo that cannot name anything (a space, a missing prefix) is told, not answered with nothing."""
+    response = await admin.http.get(CONTROL["base_path"] + path, params={param: value})
+    assert response.status_code == 422, response.text
+    [error] = response.json()["details"]["errors"]
+    assert error["pointer"] == f"/{param}"
+    assert error["detail"].startswith("must match the pattern")

@@ -36,7 +36,9 @@ def _contract_view(name: str) -> dict[tuple[str, str], Any]:
             for param, spec in op.get("path_parameters", {}).items()
         }
         for param, spec in op.get("query", {}).items():
-            parameters["query", param] = (False, {k: v for k, v in spec.items() if k != "description"})
+            inline = {k: v for k, v in spec.items() if k != "description"}
+            schema = _ref(spec["schema"]) if "schema" in spec else inline
+            parameters["query", param] = (False, schema)
         for header in op.get("request_headers", []):
             if header not in ("Authorization", "Content-Type"):  # security scheme and request body
                 required = header in op.get("required_request_headers", [])
