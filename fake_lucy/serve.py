@@ -129,19 +129,43 @@ def _listen(host: str, port: int) -> socket.socket:
     return sock
 
 
+class _Stop:
+    """The stop signals received while ``_stopping_gracefully`` holds them, and the one-worker
+    server to stop (a signal before it serves stops it as soon as it does)."""
+
+    def __init__(self) -> None:
+        self.received: list[int] = []
+        self.server: uvicorn.Server | None = None
+
+    def __call__(self, sig: int, frame: object) -> None:
+        self.received.append(sig)
+        if self.server is not None:
+            self.server.should_exit = True
+
+
+_current_stop: _Stop | None = None
+
+
 @contextmanager
-def _stopping_gracefully() -> Iterator[None]:
+def _stopping_gracefully() -> Iterator[_Stop]:
     """SIGTERM and SIGINT stop the server and then let this process finish its work.
 
     uvicorn restores the handlers it found when it stops and raises the signal again; these
     handlers are the ones it finds, so the signal is taken as "stop" (and a second one during the
-    export is ignored) instead of ending the process before the export is written.
+    export is ignored) instead of ending the process before the export is written. One received
+    before uvicorn takes the signals over is not lost: ``_run`` does not start serving, or the
+    server stops as soon as it serves. Nested, the outer one holds the signals.
     """
-    received: list[int] = []
-    previous = {sig: signal.signal(sig, lambda sig, frame: received.append(sig)) for sig in _STOP_SIGNALS}
+    global _current_stop
+    if _current_stop is not None:
+        yield _current_stop
+        return
+    stop = _current_stop = _Stop()
+    previous = {sig: signal.signal(sig, stop) for sig in _STOP_SIGNALS}
     try:
-        yield
+        yield stop
     finally:
+        _current_stop = None
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 
@@ -239,11 +263,17 @@ def _run(settings: FakeLucySettings, fake: FakeLucy) -> None:
         # A stop by SIGTERM is a normal end (exit 0, as with several workers), not the signal
         # raised again once uvicorn has stopped (exit 143); installed here, just before uvicorn
         # takes the signals over, so that one sent while the fake starts still ends it at once.
-        with _stopping_gracefully():
-            uvicorn.Server(config).run(sockets=[bound])
+        with _stopping_gracefully() as stop:
+            stop.server = server = uvicorn.Server(config)
+            if stop.received:  # a stop asked for while the fake was starting: it ends here
+                bound.close()
+            else:
+                server.run(sockets=[bound])
         return
     bound.close()  # the workers' supervisor binds the port it was given (free a moment ago)
     fake.close()
+    if _current_stop is not None and _current_stop.received:  # stopped while it was starting
+        return
     parent_only = {"admin_token", "admin_token_file", "import_file", "export_on_exit"}
     for name, value in settings.model_dump(exclude=parent_only).items():
         if value is not None:

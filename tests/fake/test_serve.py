@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import signal
 import socket
 import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
+from fake_lucy import serve as serve_module
 from fake_lucy.cli import main
 from fake_lucy.runtime import FakeLucy
 from fake_lucy.serve import _announce, serve
@@ -272,3 +277,36 @@ def test_a_serve_process_given_an_admin_token_holds_it(tmp_path: Path, given: st
         assert server.admin_token == token
         answer = httpx.get(server.base_url + "/_fake/clock", headers={"Authorization": f"Bearer {token}"})
         assert answer.status_code == 200
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_stop_signal_while_the_fake_starts_ends_it_and_the_export_is_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: int
+) -> None:
+    """SIGTERM between the banner and uvicorn's own handlers is not lost: the fake never serves
+    (or stops as soon as it does), and --export-on-exit still writes the state."""
+    export = tmp_path / "state.json"
+    settings = load_settings(
+        database=str(tmp_path / "starting.sqlite3"), port=0, workers=workers, export_on_exit=str(export)
+    )
+    environment = dict(os.environ)
+    announce = serve_module._announce
+
+    def announce_then_stopped(*args: Any) -> None:
+        announce(*args)
+        os.kill(os.getpid(), signal.SIGTERM)  # as a supervisor's stop right after the start
+
+    monkeypatch.setattr(serve_module, "_announce", announce_then_stopped)
+
+    def too_long(sig: int, frame: object) -> None:
+        raise TimeoutError("the fake kept serving after SIGTERM")
+
+    previous = signal.signal(signal.SIGALRM, too_long)
+    signal.alarm(20)
+    try:
+        serve_module.serve(settings)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert json.loads(export.read_text(encoding="utf-8"))["format"] == "fake-lucy-snapshot"
+    assert dict(os.environ) == environment  # nothing set for workers that never started
