@@ -10,7 +10,7 @@ import hmac
 import re
 import sqlite3
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 from fastapi import APIRouter
@@ -254,8 +254,8 @@ def _clear_faults(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> 
     return 204, None
 
 
-def _only_query(ctx: _Ctx, allowed: tuple[str, ...]) -> None:
-    for name in ctx.query:
+def _only_query(query: Mapping[str, str], allowed: tuple[str, ...]) -> None:
+    for name in query:
         if name not in allowed:
             if len(_parameter_pointer(name)) > MAX_POINTER:
                 raise schema_problem([long_name_error("", "parameter")], _BAD_PARAMETER)
@@ -407,7 +407,7 @@ class ControlApi:
                 if errors:
                     raise schema_problem(errors, "a path parameter is invalid")
             ctx = _Ctx(self.fake, request, request_id, scope)
-            _only_query(ctx, query)
+            _only_query(ctx.query, query)
             if query_schema is not None:
                 errors = query_schema.errors(dict(ctx.query))  # the ids among them (the others: above)
                 if errors:
@@ -438,7 +438,7 @@ class ControlApi:
         token = inputs.bearer_token(inputs.header_map(request.scope))
         try:
             scope = admin_scope(self.fake, token)
-            _only_query(_Ctx(self.fake, request, request_id, scope), EVENTS_QUERY)
+            _only_query(request.query_params, EVENTS_QUERY)
             resume = last_event_id(request.headers, request.query_params)
         except DomainError as error:
             return problem_response(error, request_id)
@@ -513,7 +513,7 @@ def control_router(fake: FakeLucy, stream: EventStream | None = None) -> APIRout
         )
         schema = ANY_OBJECT if name in _CHECKS_ITS_BODY else operation["request_schema"]
         max_body = int(operation.get("max_body_bytes", api.max_body))
-        query = tuple(operation.get("query", {}))
+        query = tuple(operation["query"])
         # the query parameters that are ids of a form (a tenant, a credential): checked against it
         ids = tuple((param, spec["schema"]) for param, spec in operation["query"].items() if "schema" in spec)
         query_schema = parameters_validator(ids) if ids else None

@@ -26,7 +26,8 @@ def test_a_stream_whose_event_loop_ended_without_closing_it_never_fails_a_write(
         loop = asyncio.new_event_loop()
         loop.run_until_complete(anext(frames))  # ": connected"
         waiting = loop.create_task(anext(frames))  # the stream now waits for a write
-        loop.run_until_complete(asyncio.sleep(0))
+        loop.call_soon(loop.stop)  # one turn of the loop: the task runs until it waits
+        loop.run_forever()
         assert not waiting.done()
         loop.close()  # a test's loop ends with the stream still open, as a leaked stream does
         _emit_reset(fake)  # told to a loop that is closed: nothing to wake, and the write stands
