@@ -22,7 +22,7 @@ import httpx
 import pytest
 from mcp import Client
 from mcp.types import Implementation
-from playwright.sync_api import Browser, BrowserContext, Page, Route, expect
+from playwright.sync_api import Browser, BrowserContext, Dialog, Page, Route, expect
 
 from fake_lucy.domain import sessions
 from fake_lucy.domain.clock import parse_timestamp
@@ -106,16 +106,56 @@ def session_cookie(server: LiveServer, session_id: str) -> dict[str, Any]:
     }
 
 
+@pytest.fixture(scope="module")
+def windows(chromium: Browser) -> Iterator[dict[str, tuple[BrowserContext, Page]]]:
+    """One browser context and one page per server, kept across the module's tests: a new context
+    and page cost Chromium ~0.4 core-seconds (a renderer process of its own), a navigation in the
+    page it has ~0.1. Each test still starts clean (``context``)."""
+    held: dict[str, tuple[BrowserContext, Page]] = {}
+    yield held
+    for context, _ in held.values():
+        context.close()
+
+
 @pytest.fixture
-def context(chromium: Browser, live: LiveServer) -> Iterator[BrowserContext]:
-    context = chromium.new_context(base_url=live.base_url, viewport={"width": 1280, "height": 900})
-    context.set_default_timeout(5_000)
+def context(
+    chromium: Browser,
+    windows: dict[str, tuple[BrowserContext, Page]],
+    live: LiveServer,
+    request: pytest.FixtureRequest,
+) -> Iterator[BrowserContext]:
+    """The module's browser context, as a new one is: no cookies, one blank page (``blank``) with
+    no routes and no scripts running, the pointer in the corner. Pages a test opened are closed
+    after it, and after a failed test the page is not used again (a dialog handler it left waiting
+    could answer the next test's dialog)."""
+    if live.base_url not in windows:
+        made = chromium.new_context(base_url=live.base_url, viewport={"width": 1280, "height": 900})
+        made.set_default_timeout(5_000)
+        windows[live.base_url] = (made, made.new_page())
+    context, tab = windows[live.base_url]
+    context.clear_cookies()
+    tab.mouse.move(0, 0)
+    failed_before = request.session.testsfailed
     yield context
-    context.close()
+    for other in context.pages:
+        if other is not tab:
+            other.close()
+    if request.session.testsfailed != failed_before:
+        tab.close()
+        windows[live.base_url] = (context, context.new_page())
+    else:
+        tab.unroute_all(behavior="ignoreErrors")
+        tab.goto("about:blank")  # the page's scripts end here, before the next test resets the fake
 
 
 @pytest.fixture
-def page(context: BrowserContext, live: LiveServer) -> Page:
+def blank(context: BrowserContext, windows: dict[str, tuple[BrowserContext, Page]], live: LiveServer) -> Page:
+    """The context's page, blank and without a session."""
+    return windows[live.base_url][1]
+
+
+@pytest.fixture
+def page(context: BrowserContext, blank: Page, live: LiveServer) -> Page:
     """A page with a console session, on the review queue.
 
     The session is started as a login starts it (``sessions.start``) and handed to the browser in
@@ -124,16 +164,15 @@ def page(context: BrowserContext, live: LiveServer) -> Page:
     with server_database(live) as conn:
         session_id = sessions.start(conn, None)
     context.add_cookies([session_cookie(live, session_id)])
-    page = context.new_page()
-    page.goto(CONSOLE + "/")
-    expect(page.get_by_role("heading", name="Review queue")).to_be_visible()
-    return page
+    blank.goto(CONSOLE + "/")
+    expect(blank.get_by_role("heading", name="Review queue")).to_be_visible()
+    return blank
 
 
 @pytest.fixture
-def form_login(context: BrowserContext, live: LiveServer) -> Page:
+def form_login(blank: Page, live: LiveServer) -> Page:
     """A page logged in through the login form with the admin token, on the review queue."""
-    page = context.new_page()
+    page = blank
     page.goto(CONSOLE + "/")
     page.get_by_label("Admin token").fill(live.admin_token)
     page.get_by_role("button", name="Log in").click()
@@ -141,27 +180,21 @@ def form_login(context: BrowserContext, live: LiveServer) -> Page:
     return page
 
 
-def test_the_one_time_link_logs_the_browser_in_once(chromium: Browser, live: LiveServer) -> None:
+def test_the_one_time_link_logs_the_browser_in_once(
+    context: BrowserContext, blank: Page, live: LiveServer
+) -> None:
     link = login_link(live)
-    first = chromium.new_context()
-    try:
-        page = first.new_page()
-        page.goto(link)
-        expect(page.get_by_role("heading", name="Review queue")).to_be_visible()
-        assert page.url == f"{live.base_url}{CONSOLE}/"  # the link's token is gone from the address
-    finally:
-        first.close()
-    second = chromium.new_context()
-    try:
-        page = second.new_page()
-        response = page.goto(link)
-        assert response is not None
-        assert response.status == 403
-        expect(page.get_by_role("heading", name="Link used or expired")).to_be_visible()
-        page.goto(f"{live.base_url}{CONSOLE}/")
-        expect(page.get_by_label("Admin token")).to_be_visible()  # no session: the login page
-    finally:
-        second.close()
+    page = blank
+    page.goto(link)
+    expect(page.get_by_role("heading", name="Review queue")).to_be_visible()
+    assert page.url == f"{live.base_url}{CONSOLE}/"  # the link's token is gone from the address
+    context.clear_cookies()  # another browser: the link again, without the session it started
+    response = page.goto(link)
+    assert response is not None
+    assert response.status == 403
+    expect(page.get_by_role("heading", name="Link used or expired")).to_be_visible()
+    page.goto(f"{live.base_url}{CONSOLE}/")
+    expect(page.get_by_label("Admin token")).to_be_visible()  # no session: the login page
 
 
 def test_login_by_admin_token_sets_a_strict_httponly_cookie_and_never_shows_the_token(
@@ -179,8 +212,8 @@ def test_login_by_admin_token_sets_a_strict_httponly_cookie_and_never_shows_the_
     assert form_login.evaluate("document.cookie") == ""  # not readable by scripts
 
 
-def test_a_wrong_admin_token_is_refused_on_the_login_page(context: BrowserContext) -> None:
-    page = context.new_page()
+def test_a_wrong_admin_token_is_refused_on_the_login_page(context: BrowserContext, blank: Page) -> None:
+    page = blank
     page.goto(CONSOLE + "/")
     page.get_by_label("Admin token").fill("not-the-admin-token")
     page.get_by_role("button", name="Log in").click()
@@ -222,7 +255,12 @@ def test_approve_and_reject_from_the_page_are_decisions_the_control_api_sees(
 
 def test_markup_in_a_proposal_is_shown_as_text_and_runs_nothing(page: Page, live: LiveServer) -> None:
     dialogs: list[str] = []
-    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+
+    def dismiss(dialog: Dialog) -> None:
+        dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    page.on("dialog", dismiss)
     attack = "<img src=x onerror=alert(1)>"
     created = propose(
         live,
@@ -239,6 +277,7 @@ def test_markup_in_a_proposal_is_shown_as_text_and_runs_nothing(page: Page, live
     assert card.locator("img, script, b").count() == 0
     page.reload()  # and on a full page load as well
     expect(page.locator(f"article#{created['id']} .content")).to_have_text(attack + " zero⟨U+200B⟩width")
+    page.remove_listener("dialog", dismiss)
     assert dialogs == []
 
 
