@@ -87,7 +87,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return operator_cli.run(args)
     from fake_lucy import serve  # the server, for this command alone (see the module text)
 
-    return serve.run(args)
+    code = serve.run(args)
+    if argv is None:  # the program itself (the console script, python -m fake_lucy), not a caller
+        serve.end_process(code)
+    return code
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -27,7 +28,8 @@ from fake_lucy.testing.fakes import STARTUP_LIMIT
 
 @pytest.mark.slow
 def test_serve_answers_healthz_and_prints_the_tokens_it_accepts(tmp_path) -> None:
-    server = ServeProcess(["--database", str(tmp_path / "serve.sqlite3")])
+    database = tmp_path / "serve.sqlite3"
+    server = ServeProcess(["--database", str(database)])
     try:
         server.wait_ready()
         health = httpx.get(server.base_url + "/healthz")
@@ -40,8 +42,14 @@ def test_serve_answers_healthz_and_prints_the_tokens_it_accepts(tmp_path) -> Non
         )
         assert recall.status_code == 200
     finally:
-        out, _ = server.stop()
+        out, err = server.stop()
     assert server.process.returncode == 0  # SIGTERM is a normal stop, as with several workers
+    assert "Traceback" not in err
+    # the process ends without the interpreter's teardown, but with its database closed: the WAL
+    # checkpointed into the file and removed, and what the recall wrote is there
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["serve.sqlite3"]
+    with contextlib.closing(sqlite3.connect(database)) as conn:
+        assert conn.execute("SELECT operation, status FROM journal").fetchall() == [("recall", 200)]
     assert "lucy-dev-token" in out
     assert "fake-admin-token" in out
     assert f"127.0.0.1:{server.port}" in out
