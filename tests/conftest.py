@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import collections
+import gc
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -59,6 +60,14 @@ def _longest_first(items: list[pytest.Item], seconds: dict[str, float], workers:
         ordered += pile + short[:filler]
         del short[:filler]
     return ordered + short
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What collection imported (the fake, FastAPI, the MCP SDK, hypothesis, schemathesis: ~200,000
+    objects that live as long as the process) is moved out of the garbage collector's way
+    (``gc.freeze``): each full collection during the tests, and the few pytest makes at the end of
+    the session, then walk only what the tests made (in one process, ~0.1 s a collection less)."""
+    gc.freeze()
 
 
 class _FileSeconds:

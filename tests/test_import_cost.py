@@ -81,3 +81,25 @@ def test_a_refused_mcp_configuration_and_help_import_none_of_the_mcp_sdk(tmp_pat
     assert [line.split(": ")[:2] for line in refused[1]] == [["lucy-memory-mcp", "invalid configuration"]]
     assert imported == []
     assert names == tools == ["memory_recall", "memory_propose", "memory_proposal_status"]
+
+
+def test_the_schema_libraries_load_when_first_needed_and_a_refusal_is_still_worded(tmp_path) -> None:
+    """``referencing`` (the schemas' registry) with the first validator, ``jsonschema`` (which words
+    errors) with the first refused instance: the SDK's import, and a body that passes, need neither."""
+    script = (
+        "import json, sys\n"
+        "libraries = ['referencing', 'jsonschema']\n"
+        "import lucy_memory\n"
+        "print(json.dumps([m for m in libraries if m in sys.modules]))\n"
+        "from lucy_memory._contract import schema_validator\n"
+        "validator = schema_validator('recall-request.schema.json')\n"
+        "passed = validator.errors({'query': 'deploys'})\n"
+        "print(json.dumps([passed, [m for m in libraries if m in sys.modules]]))\n"
+        "refused = [[e.pointer, e.detail] for e in validator.errors({'query': 7, 'extra': 1})]\n"
+        "print(json.dumps([refused, [m for m in libraries if m in sys.modules]]))\n"
+    )
+    package, (passed, after_valid), (refused, after_refused) = _imported(script, tmp_path)
+    assert package == []
+    assert (passed, after_valid) == ([], ["referencing"])
+    assert refused == [["/extra", "is not an allowed property"], ["/query", "must be of type string"]]
+    assert after_refused == ["referencing", "jsonschema"]

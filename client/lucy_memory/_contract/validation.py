@@ -16,16 +16,20 @@ import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import cache
-from typing import Any
+from functools import cache, cached_property
+from typing import TYPE_CHECKING, Any
 
 import jsonschema_rs
-from jsonschema import Draft202012Validator, validators
-from jsonschema.exceptions import ValidationError
-from referencing import Registry, Resource
-from referencing.jsonschema import DRAFT202012
 
 from lucy_memory._contract.files import load_schema, schema_names
+
+if TYPE_CHECKING:
+    from jsonschema.exceptions import ValidationError
+    from referencing import Registry
+
+# ``referencing`` (the schemas' registry, ~40 ms of imports) is imported by the first validator
+# made, and ``jsonschema`` (~35 ms more) by the first instance refused: importing the SDK, and a
+# process that never validates or never refuses, pays for neither.
 
 __all__ = [
     "MAX_ERRORS",
@@ -49,6 +53,8 @@ MAX_POINTER = 2048
 def _max_utf8_bytes(
     _validator: Any, limit: int, instance: Any, _schema: dict[str, Any]
 ) -> Iterator[ValidationError]:
+    from jsonschema.exceptions import ValidationError
+
     if isinstance(instance, str):
         try:
             size = len(instance.encode("utf-8"))
@@ -91,14 +97,21 @@ def _compiled_pattern(pattern: str) -> re.Pattern[str]:
 def _pattern(
     _validator: Any, pattern: str, instance: Any, _schema: dict[str, Any]
 ) -> Iterator[ValidationError]:
+    from jsonschema.exceptions import ValidationError
+
     if isinstance(instance, str) and not _compiled_pattern(pattern).search(instance):
         yield ValidationError("does not match the pattern")
 
 
-# jsonschema's ``extend`` is untyped in its stubs; the result is a Draft 2020-12 validator class.
-_Validator: Any = validators.extend(  # type: ignore[no-untyped-call]
-    Draft202012Validator, {BYTES_KEYWORD: _max_utf8_bytes, "pattern": _pattern}
-)
+@cache
+def _wording_validator_class() -> Any:
+    """jsonschema's Draft 2020-12 validator with the fake's keywords (``extend`` is untyped in its
+    stubs)."""
+    from jsonschema import Draft202012Validator, validators
+
+    return validators.extend(  # type: ignore[no-untyped-call]
+        Draft202012Validator, {BYTES_KEYWORD: _max_utf8_bytes, "pattern": _pattern}
+    )
 
 
 class _MaxUtf8BytesKeyword:
@@ -290,6 +303,9 @@ def _flatten(error: ValidationError) -> list[SchemaError]:
 
 @cache
 def schema_registry() -> Registry[Any]:
+    from referencing import Registry, Resource
+    from referencing.jsonschema import DRAFT202012
+
     resources = []
     for name in schema_names():
         schema = load_schema(name)
@@ -334,6 +350,9 @@ def _inline(node: Any, resolver: Any, active: frozenset[int]) -> Any:
             return target
         return {k: v for k, v in target.items() if k not in ("$id", "$schema", "$defs")}
     if "$id" in node:
+        from referencing import Resource
+        from referencing.jsonschema import DRAFT202012
+
         resolver = resolver.in_subresource(Resource.from_contents(node, DRAFT202012))
     result: dict[str, Any] = {}
     for keyword, value in node.items():
@@ -366,9 +385,14 @@ class SchemaValidator:
     def __init__(self, filename: str, schema: dict[str, Any] | None = None) -> None:
         self.filename = filename
         self.schema = load_schema(filename) if schema is None else schema
-        inlined = _inline_refs(self.schema)
-        self._validator = _Validator(inlined, registry=schema_registry())
-        self._fast = _fast_validator(inlined)
+        self._inlined = _inline_refs(self.schema)
+        self._fast = _fast_validator(self._inlined)
+
+    @cached_property
+    def _validator(self) -> Any:
+        """jsonschema's validator, for the errors' words (and the few schemas jsonschema-rs cannot
+        take): made when first needed."""
+        return _wording_validator_class()(self._inlined, registry=schema_registry())
 
     def accepts(self, instance: Any) -> bool:
         """The compiled check alone: True means valid; False means invalid or not decidable there
