@@ -7,10 +7,33 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+import sys
 import tempfile
 from pathlib import Path
+from typing import TextIO
 
-__all__ = ["check_writable", "write_atomically"]
+__all__ = ["check_writable", "flush_standard_streams", "quiet_stream", "write_atomically"]
+
+
+def quiet_stream(stream: TextIO) -> None:
+    """Let nothing more be written to a standard stream whose reader went away (not even at exit):
+    it writes to the null device from here on."""
+    for standard in (sys.stdout, sys.stderr):
+        if stream is standard:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), standard.fileno())
+
+
+def flush_standard_streams() -> None:
+    """Flush stdout and stderr as the interpreter's exit would: a stream that is closed (``>&-``:
+    ``None``) or whose reader went away is passed over, never an error."""
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None:
+            try:
+                stream.flush()
+            except BrokenPipeError:
+                quiet_stream(stream)
+            except (OSError, ValueError):  # a stream closed by the program itself: nothing to flush
+                pass
 
 
 def write_atomically(path: Path, data: bytes) -> None:

@@ -31,7 +31,7 @@ from fake_lucy.domain import findings
 from fake_lucy.domain.clock import parse_timestamp
 from fake_lucy.domain.defaults import DEFAULT_ADMIN_TOKEN
 from fake_lucy.dumps import snapshot_in
-from fake_lucy.files import write_atomically
+from fake_lucy.files import quiet_stream, write_atomically
 from fake_lucy.text import one_line, pieces, visible
 from lucy_memory._contract import (
     PROPOSAL_STATES,
@@ -319,7 +319,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
             return 0
         return _fail(err, "interrupted (what was already sent may have been done)", INTERRUPTED)
     except BrokenPipeError:  # the reader went (``| head``): stop quietly, as a shell tool does
-        _quiet(out)
+        quiet_stream(out)
         return CLOSED_PIPE
     return 0
 
@@ -329,15 +329,8 @@ def _fail(err: TextIO, text: str, code: int) -> int:
     try:
         print(f"fake-lucy: {one_line(text)}", file=err, flush=True)
     except BrokenPipeError:
-        _quiet(err)
+        quiet_stream(err)
     return code
-
-
-def _quiet(stream: TextIO) -> None:
-    """Let nothing more be written to a standard stream whose reader went away (not even at exit)."""
-    for standard in (sys.stdout, sys.stderr):
-        if stream is standard:
-            os.dup2(os.open(os.devnull, os.O_WRONLY), standard.fileno())
 
 
 INTERRUPTED = 130  # 128 + SIGINT, as shells report a command stopped by Ctrl-C

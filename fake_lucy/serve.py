@@ -27,7 +27,7 @@ from fake_lucy import __version__
 from fake_lucy.app import SUPERVISOR_VARIABLE, create_app
 from fake_lucy.domain import sessions
 from fake_lucy.domain.defaults import DEFAULT_ADMIN_TOKEN, DEV_TOKEN
-from fake_lucy.files import check_writable
+from fake_lucy.files import check_writable, flush_standard_streams, quiet_stream
 from fake_lucy.http.console import PREFIX as CONSOLE
 from fake_lucy.runtime import FakeLucy, SeedMismatchError
 from fake_lucy.server_log import RequestLogger
@@ -108,7 +108,11 @@ def _announce(settings: FakeLucySettings, fake: FakeLucy) -> None:
     elif settings.seed is None:
         lines.append("  MCP host configuration (lucy-memory-mcp on this fake, with the public dev token):")
         lines.append(json.dumps(mcp_host_configuration(origin), indent=2))
-    print("\n".join(lines), flush=True)
+    try:
+        sys.stdout.write("\n".join(lines) + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:  # the banner's reader went away (``| head -1``): the fake serves all the same
+        quiet_stream(sys.stdout)
 
 
 def _listen(host: str, port: int) -> socket.socket:
@@ -210,8 +214,7 @@ def end_process(status: int) -> NoReturn:
     by then (the database by ``serve``, the workers joined by uvicorn's supervisor); the log and
     the standard streams are flushed first."""
     logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
+    flush_standard_streams()
     os._exit(status)
 
 
@@ -346,6 +349,9 @@ def _check_seed(settings: FakeLucySettings) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """``fake-lucy serve`` with the parsed command line; returns the exit code."""
+    for name in ("stdout", "stderr"):
+        if getattr(sys, name) is None:  # started with it closed (``>&-``): what goes there goes nowhere
+            setattr(sys, name, Path(os.devnull).open("w", encoding="utf-8"))  # noqa: SIM115 - for good
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
     overrides = {k: v for k, v in vars(args).items() if k != "command"}
     try:

@@ -23,7 +23,7 @@ from fake_lucy.runtime import FakeLucy
 from fake_lucy.serve import _announce, serve
 from fake_lucy.settings import FakeLucySettings, load_settings
 from fake_lucy.testing import ServeProcess
-from fake_lucy.testing.fakes import STARTUP_LIMIT
+from fake_lucy.testing.fakes import STARTUP_LIMIT, free_port, poll_until
 
 
 @pytest.mark.slow
@@ -318,3 +318,39 @@ def test_a_stop_signal_while_the_fake_starts_ends_it_and_the_export_is_written(
         signal.signal(signal.SIGALRM, previous)
     assert json.loads(export.read_text(encoding="utf-8"))["format"] == "fake-lucy-snapshot"
     assert dict(os.environ) == environment  # nothing set for workers that never started
+
+
+def _answers(url: str, process: subprocess.Popen[str]) -> bool:
+    assert process.poll() is None, process.communicate()[1]  # a process that ended fails at once
+    try:
+        return httpx.get(url, timeout=5).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stdout", ["closed", "its reader gone"])
+def test_the_fake_serves_and_ends_with_0_whatever_became_of_its_standard_output(
+    tmp_path: Path, stdout: str
+) -> None:
+    """``fake-lucy serve >&-`` (a service manager's), or ``| head -1`` that read a line of the banner
+    and left: the banner goes nowhere, the fake serves all the same and a stop is a normal end."""
+    port = free_port()
+    command = [sys.executable, "-m", "fake_lucy", "serve", "--port", str(port)]
+    command += ["--database", str(tmp_path / "out.sqlite3"), "--quiet"]
+    if stdout == "closed":
+        process = subprocess.Popen(  # noqa: S603 - our own interpreter and fixed arguments
+            ["/bin/sh", "-c", 'exec "$@" >&-', "sh", *command], stderr=subprocess.PIPE, text=True
+        )
+    else:
+        read_end, write_end = os.pipe()
+        os.close(read_end)  # gone before the banner's first byte
+        process = subprocess.Popen(command, stdout=write_end, stderr=subprocess.PIPE, text=True)  # noqa: S603
+        os.close(write_end)
+    try:
+        poll_until(lambda: _answers(f"http://127.0.0.1:{port}/healthz", process), "the fake did not answer")
+    finally:
+        process.terminate()
+        _, err = process.communicate(timeout=60)
+    assert process.returncode == 0, err
+    assert err == ""
