@@ -25,7 +25,7 @@ from pydantic import ValidationError
 
 from fake_lucy import __version__
 from fake_lucy.app import SUPERVISOR_VARIABLE, create_app
-from fake_lucy.domain import sessions
+from fake_lucy.domain import principals, sessions
 from fake_lucy.domain.defaults import DEFAULT_ADMIN_TOKEN, DEV_TOKEN
 from fake_lucy.files import check_writable, flush_standard_streams, quiet_stream
 from fake_lucy.http.console import PREFIX as CONSOLE
@@ -89,7 +89,16 @@ def _announce(settings: FakeLucySettings, fake: FakeLucy) -> None:
         _console_line(settings, fake, origin),
     ]
     refused = "" if fake.loopback else "   REFUSED here (401): not a loopback address"
-    if settings.seed is None:
+    with fake.db.read() as conn:
+        dev_token_held = principals.authenticate(conn, DEV_TOKEN) is not None
+    if settings.seed is None and not dev_token_held:
+        # a snapshot without tenant_dev was imported (now or into this file before): the built-in
+        # token would answer 401, so it is not offered, nor an MCP configuration with it
+        lines.append(
+            f"  dev token:    none: {DEV_TOKEN} is not in this database (its state came from a snapshot"
+            " without tenant_dev); use the tokens of the snapshot's tenants"
+        )
+    elif settings.seed is None:
         lines.append(f"  dev token:    {DEV_TOKEN}   (tenant_dev / acct_dev, read + propose){refused}")
     else:
         lines.append(
@@ -105,7 +114,7 @@ def _announce(settings: FakeLucySettings, fake: FakeLucy) -> None:
         )
     if not fake.loopback:
         log.warning("listening on a non-loopback address: the built-in tokens are refused (401)")
-    elif settings.seed is None:
+    elif settings.seed is None and dev_token_held:
         lines.append("  MCP host configuration (lucy-memory-mcp on this fake, with the public dev token):")
         lines.append(json.dumps(mcp_host_configuration(origin), indent=2))
     try:

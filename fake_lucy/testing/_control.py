@@ -40,6 +40,7 @@ class Control(ABC):
 
     identity: object
     fixture: str = ""  # the name of the test's fixture it came from
+    shared: bool = False  # a session's own tenant of a shared fake (``pytest --lucy-url``)
 
     @abstractmethod
     def findings(self) -> list[dict[str, Any]]: ...
@@ -133,6 +134,7 @@ class HttpControl(Control):
         self.admin_token = admin_token
         self.tenant = tenant
         self.identity = (base_url, tenant)
+        self.shared = tenant is not None
 
     def _call(self, method: str, path: str, **options: Any) -> Any:
         with httpx.Client(
@@ -172,7 +174,7 @@ class HttpControl(Control):
 
     def restore(self, document: Any) -> None:
         if self.tenant is not None:
-            held = _tenant_ids(document)
+            held = tenant_ids(document)
             if held != [self.tenant]:
                 raise ValueError(
                     f"on a shared fake (--lucy-url) a session restores only a snapshot of its own"
@@ -184,7 +186,7 @@ class HttpControl(Control):
         self._call("PUT", "/snapshot", json=document)
 
 
-def _tenant_ids(document: Any) -> list[str]:
+def tenant_ids(document: Any) -> list[str]:
     tenants = document.get("tenants") if isinstance(document, dict) else None
     if not isinstance(tenants, list):
         return []

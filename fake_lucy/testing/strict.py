@@ -201,6 +201,7 @@ def _restore_snapshot(item: pytest.Item, marker: pytest.Mark, controls: list[Con
         unreadable = str(exc)
     if unreadable is not None:  # outside the except: one line, no chained error
         pytest.fail(f"lucy_snapshot: cannot read the snapshot {path}: {unreadable}", pytrace=False)
+    _check_dev_tenant(item, path, document, controls)
     for control in controls:
         try:
             control.restore(document)
@@ -210,6 +211,31 @@ def _restore_snapshot(item: pytest.Item, marker: pytest.Mark, controls: list[Con
             continue
         # one line naming the file, never a traceback (and outside the except: no chained one)
         pytest.fail(f"lucy_snapshot: {path}: {refused}", pytrace=False)
+
+
+# The fixtures that call the fake with the dev seed's token (``lucy-dev-token``, tenant_dev).
+_DEV_TOKEN_FIXTURES = frozenset({"lucy_client", "lucy_server_client", "lucy_sync_client", "lucy_mcp"})
+
+
+def _check_dev_tenant(item: pytest.Item, path: Path, document: Any, controls: list[Control]) -> None:
+    """On the plugin's own fake, a snapshot without tenant_dev (a ``--lucy-url`` session's dump
+    holds that session's tenant alone) leaves the dev-token fixtures a token that answers 401:
+    a test that uses one fails at once with one line, instead of with its first call."""
+    from fake_lucy.domain.defaults import DEFAULTS
+    from fake_lucy.testing._control import tenant_ids
+
+    callers = sorted(_DEV_TOKEN_FIXTURES.intersection(getattr(item, "fixturenames", ())))
+    held = tenant_ids(document)
+    if not callers or DEFAULTS["tenant"] in held or any(control.shared for control in controls):
+        return
+    pytest.fail(
+        f"lucy_snapshot: {path} holds {', '.join(held) or 'no tenant'} and not {DEFAULTS['tenant']},"
+        f" whose dev token {', '.join(callers)} call{'s' if len(callers) == 1 else ''} the fake with"
+        " (a --lucy-url session's dump holds that session's tenant alone): drive this test through"
+        f" the admin API (fake_lucy.admin, fake_lucy_server.admin), or look around in that state"
+        f" with fake-lucy serve --import {path}",
+        pytrace=False,
+    )
 
 
 def _dump(item: pytest.Item) -> list[str]:

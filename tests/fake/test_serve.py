@@ -19,9 +19,11 @@ import pytest
 
 from fake_lucy import serve as serve_module
 from fake_lucy.cli import main
+from fake_lucy.domain import snapshot
 from fake_lucy.runtime import FakeLucy
 from fake_lucy.serve import _announce, serve
 from fake_lucy.settings import FakeLucySettings, load_settings
+from fake_lucy.snapshot_file import restore_snapshot
 from fake_lucy.testing import ServeProcess
 from fake_lucy.testing.fakes import STARTUP_LIMIT, free_port, poll_until
 
@@ -208,6 +210,37 @@ def test_off_loopback_the_banner_says_the_built_in_tokens_are_refused(tmp_path: 
         (line,) = [line for line in lines if token in line]
         assert "REFUSED here (401)" in line
     assert not any('"mcpServers"' in line for line in lines)  # no MCP block with a refused token
+
+
+def test_after_a_snapshot_without_the_dev_tenant_the_banner_offers_no_dev_token(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A snapshot (or a failure dump) of another tenant replaced tenant_dev: the built-in token
+    would answer 401, so neither it nor an MCP configuration with it is offered."""
+    first = FakeLucy(load_settings(database=str(tmp_path / "first.sqlite3")))
+    try:
+        with first.db.write() as conn:
+            document = snapshot.export_state(conn, fake_version="test")
+    finally:
+        first.close()
+    document["tenants"] = [tenant for tenant in document["tenants"] if tenant["id"] != "tenant_dev"]
+    path = tmp_path / "other-tenants.json"
+    path.write_text(json.dumps(document))
+    settings = load_settings(database=str(tmp_path / "imported.sqlite3"))
+    fake = FakeLucy(settings, initialise=False)
+    try:
+        fake.initialise(then=lambda conn: restore_snapshot(fake, conn, path, document))
+        _announce(settings, fake)
+    finally:
+        fake.close()
+    lines = capsys.readouterr().out.splitlines()
+    (line,) = [line for line in lines if "dev token:" in line]
+    assert " ".join(line.split()) == (
+        "dev token: none: lucy-dev-token is not in this database (its state came from a snapshot"
+        " without tenant_dev); use the tokens of the snapshot's tenants"
+    )
+    assert not any('"mcpServers"' in line for line in lines)
+    assert any("admin token:  fake-admin-token" in line for line in lines)  # still the way in
 
 
 @pytest.mark.parametrize("workers", ["1", "2"])

@@ -294,6 +294,50 @@ async def test_without_the_marker_the_fake_is_fresh(fake_lucy):
     result.assert_outcomes(passed=2)
 
 
+def test_a_snapshot_without_the_dev_tenant_fails_a_test_of_the_dev_token_fixtures_in_one_line(
+    pytester: pytest.Pytester,
+) -> None:
+    """A --lucy-url session's dump holds its own tenant alone: on the plugin's own fake the
+    dev-token fixtures would meet 401 at their first call; a test that only uses the admin API
+    restores it as any other."""
+    pytester.makepyfile(
+        test_make=HEADER
+        + """
+async def test_make_a_snapshot_of_another_tenant(fake_lucy):
+    await fake_lucy.admin.create_tenant("ci-run-7")
+    async with fake_lucy.client(fake_lucy.admin_token) as http:
+        snapshot = (await http.get("/_fake/snapshot")).json()
+    snapshot["tenants"] = [t for t in snapshot["tenants"] if t["id"] == "ci-run-7"]
+    with open("other.json", "w") as handle:
+        json.dump(snapshot, handle)
+"""
+    )
+    assert pytester.runpytest("-p", "no:randomly", "-W", "error").ret == 0
+    pytester.makepyfile(
+        test_use=HEADER
+        + """
+@pytest.mark.lucy_snapshot("other.json")
+async def test_with_the_dev_token(lucy_client):
+    await lucy_client.recall("anything")
+
+@pytest.mark.lucy_snapshot("other.json")
+async def test_with_the_admin_api(fake_lucy):
+    assert [t["tenant"] for t in await fake_lucy.admin.tenants()] == ["ci-run-7"]
+"""
+    )
+    result = pytester.runpytest("-p", "no:randomly", "test_use.py", "-W", "error")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "lucy_snapshot: */other.json holds ci-run-7 and not tenant_dev, whose dev token"
+            " lucy_client calls the fake with (a --lucy-url session's dump holds that session's tenant"
+            " alone): drive this test through the admin API (fake_lucy.admin, fake_lucy_server.admin),"
+            " or look around in that state with fake-lucy serve --import */other.json"
+        ]
+    )
+    assert "Traceback" not in result.stdout.str()
+
+
 def test_a_long_test_id_gets_a_short_dump_name_and_an_unwritable_dump_never_stops_the_run(
     pytester: pytest.Pytester, tmp_path
 ) -> None:
