@@ -217,8 +217,13 @@ def _fake_lucy_server_session(
 def fake_lucy_server(_fake_lucy_server_session: LiveServer | SharedTenant) -> LiveServer | SharedTenant:
     """A real uvicorn server (one per session and worker), reset to its seeded state for this test;
     with ``--lucy-url``, this session's tenant of the shared fake, reset to its created state."""
-    _fake_lucy_server_session.reset()
-    return _fake_lucy_server_session
+    try:
+        _fake_lucy_server_session.reset()
+    except SharedFakeError as exc:  # the session's tenant is gone: one line, not the plugin's frames
+        problem = str(exc)
+    else:
+        return _fake_lucy_server_session
+    pytest.fail(f"--lucy-url: {problem}", pytrace=False)  # outside the except: no chained error
 
 
 def _dev_client(

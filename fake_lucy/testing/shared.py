@@ -106,6 +106,12 @@ class SharedTenant(_Shape):
             timeout=_TIMEOUT,
             verify=shared_tls_context(),
         )
+        if response.status_code == 401:  # the tenant's admin token: refused only once the tenant is gone
+            raise SharedFakeError(
+                f"this session's tenant {self.tenant} is gone from the shared fake (deleted, taken by"
+                f" fake-lucy tenants prune, or a server reset): {method} /_fake{path} with its admin"
+                " token answered 401"
+            )
         if response.status_code >= 400:
             raise SharedFakeError(f"{method} /_fake{path} on the shared fake: {_problem(response)}")
         return response

@@ -211,3 +211,36 @@ def test_without_the_fake():
     assert "fake_lucy/testing" not in output  # the plugin's frames stay out of it
     assert "During handling" not in output  # nor the error it was worded from
     assert not [line for line in result.outlines if line.startswith("the shared fake at")]
+
+
+def test_a_session_whose_tenant_is_gone_fails_each_later_test_with_one_line(
+    live: LiveServer, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another job's ``fake-lucy reset`` (or ``tenants prune``) took this session's tenant: each
+    later test, and the session's end, say so in one line, not as a 401 with the plugin's frames."""
+    monkeypatch.setenv("FAKE_LUCY_ADMIN_TOKEN", live.admin_token)
+    pytester.makepyfile(
+        test_gone=f"""
+import httpx
+
+def test_a_server_reset_by_another_job(fake_lucy_server):
+    headers = {{"Authorization": "Bearer {live.admin_token}"}}
+    assert httpx.post(fake_lucy_server.base_url + "/_fake/reset", headers=headers).status_code == 200
+
+def test_after_it(fake_lucy_server):
+    pass
+"""
+    )
+    result = pytester.runpytest("-p", "no:randomly", "--lucy-url", live.base_url, "-W", "error")
+    result.assert_outcomes(passed=1, errors=2)  # the second test's set-up, and the session's end
+    gone = r"this session's tenant pytest-main-[0-9a-f]{12} is gone from the shared fake \(deleted, taken"
+    result.stdout.re_match_lines(
+        [
+            rf"--lucy-url: {gone} by fake-lucy tenants prune, or a server reset\): POST /_fake/reset with its"
+            " admin token answered 401",
+            rf"fake_lucy: the session's fakes could not be closed: {gone} .*: DELETE /_fake/tenants/\S+ with",
+        ]
+    )
+    output = result.stdout.str()
+    assert "fake_lucy/testing" not in output  # the plugin's frames stay out of it
+    assert "During handling" not in output
