@@ -84,8 +84,9 @@ def _umask() -> int:
 def check_writable(path: Path) -> None:
     """Whether ``write_atomically(path, …)`` could write there: ``path`` is not a folder, and its
     nearest existing ancestor is a folder this process may create files in (the folders below it
-    are made then); when that is ``path``'s own folder, an empty file is made in it and removed, as
-    permissions alone do not tell (root on a read-only or pseudo file system such as ``/proc``).
+    are made then); an empty file (in ``path``'s own folder) or folder (in the nearest ancestor, when
+    folders are to be made) is made there and removed, as permissions alone do not tell (root on a
+    read-only or pseudo file system such as ``/proc``).
     ``ValueError`` saying what is in the way."""
     if path.is_dir():
         raise ValueError(f"{path} is a folder, not a file")
@@ -105,3 +106,11 @@ def check_writable(path: Path) -> None:
             raise ValueError(f"{path} cannot be written ({exc.strerror or exc})") from None
         os.close(descriptor)
         Path(probe).unlink()
+        return
+    try:  # the folders to make: an empty one is made in the ancestor and removed
+        folder = tempfile.mkdtemp(dir=ancestor, prefix=f".{path.name}.", suffix=".probe")
+    except OSError as exc:
+        raise ValueError(
+            f"{path} cannot be written: no folder can be made in {ancestor} ({exc.strerror or exc})"
+        ) from None
+    Path(folder).rmdir()

@@ -128,6 +128,12 @@ def _foreign_database(path: Path) -> None:
             {},
             "cannot be written",
         ),
+        (  # and where the folders on the way cannot be made
+            None,
+            ["--database", "{db}", "--export-on-exit", "/proc/fake-lucy/state.json"],
+            {},
+            "/proc/fake-lucy/state.json cannot be written: no folder can be made in /proc",
+        ),
         ("bad-seed", ["--database", "{db}"], {"FAKE_LUCY_IMPORT": "{seed}"}, "is not a JSON object"),
     ],
 )
