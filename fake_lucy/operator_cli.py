@@ -31,7 +31,7 @@ from fake_lucy.domain import findings
 from fake_lucy.domain.clock import parse_timestamp
 from fake_lucy.domain.defaults import DEFAULT_ADMIN_TOKEN
 from fake_lucy.dumps import snapshot_in
-from fake_lucy.files import quiet_stream, write_atomically
+from fake_lucy.files import check_writable, quiet_stream, write_atomically
 from fake_lucy.text import one_line, pieces, visible
 from lucy_memory._contract import (
     PROPOSAL_STATES,
@@ -896,6 +896,10 @@ def _tenants(api: _Api, args: argparse.Namespace, out: TextIO) -> None:
 def _snapshot(api: _Api, args: argparse.Namespace, out: TextIO) -> None:
     path: Path = args.file
     if args.action == "export":
+        try:  # before the fake is asked: a folder or a file in the way, no permission, /proc
+            check_writable(path)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
         include = "true" if args.include_journal else "false"
         response = api.send("GET", "/snapshot", params={"include_journal": include})
         try:

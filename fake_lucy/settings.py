@@ -58,7 +58,12 @@ class FakeLucySettings(BaseSettings):
         else ``FAKE_LUCY_ADMIN_TOKEN``; ``None`` means the built-in default. An empty one, or one
         that no Authorization header can carry (anything but visible ASCII without spaces), is refused."""
         if self.admin_token_file is not None:
-            token = self.admin_token_file.read_text(encoding="utf-8").strip()
+            try:
+                token = self.admin_token_file.read_text(encoding="utf-8").strip()
+            except (OSError, UnicodeDecodeError) as exc:  # as the operator CLI words it
+                reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+                path = self.admin_token_file
+                raise ValueError(f"cannot read the admin token file {path} ({reason})") from None
             return _checked_token(token, "the admin token file", "the admin token file is empty")
         if self.admin_token is not None:
             token = self.admin_token.get_secret_value().strip()

@@ -671,6 +671,22 @@ def test_snapshot_export_then_import_restores_the_state(
     assert control(live, "GET", "/memories")["items"] == []
 
 
+def test_snapshot_export_where_no_file_can_be_written_is_one_line_and_exit_2(
+    live: LiveServer, url: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    in_the_way = tmp_path / "state.json"
+    in_the_way.write_text("{}")
+    for target, said in (
+        (in_the_way / "fake.json", f"{in_the_way} is a file, so {in_the_way}/fake.json cannot be written"),
+        (tmp_path, f"{tmp_path} is a folder, not a file"),
+    ):
+        code, out, err = fake_lucy(capsys, "snapshot", "export", str(target))
+        assert (code, out) == (2, "")
+        assert err.startswith(f"fake-lucy: {said}")
+        assert len(err.splitlines()) == 1
+    assert in_the_way.read_text() == "{}"
+
+
 def test_snapshot_import_of_a_file_that_is_not_json_is_one_line_and_exit_2(
     live: LiveServer, url: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

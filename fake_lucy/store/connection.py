@@ -43,6 +43,7 @@ from typing import TypeVar
 
 import anyio.to_thread
 
+from fake_lucy.files import check_writable
 from fake_lucy.store.schema import (
     ADDED_COLUMNS,
     ADDED_INDEXES,
@@ -143,6 +144,16 @@ def storage_failure(exc: BaseException) -> str | None:
 _joined: ContextVar[_Group | None] = ContextVar("fake_lucy_group", default=None)
 
 
+def _unmakeable(path: Path, exc: OSError) -> str:
+    """Why the folders on the way to a database file cannot be made, said as ``check_writable``
+    says it for a snapshot file."""
+    try:
+        check_writable(path)
+    except ValueError as reason:
+        return str(reason)
+    return f"cannot make the folder {path.parent} for the database {path} ({exc.strerror or exc})"
+
+
 class Database:
     """A SQLite database file (or ``:memory:``) and this process's connection to it."""
 
@@ -156,7 +167,10 @@ class Database:
         self.group_commits = group_commits
         self._group: _Group | None = None  # open: its BEGIN IMMEDIATE ran, its COMMIT not yet
         if path != MEMORY:
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            try:
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:  # a file or a broken link in the way, no permission
+                raise ForeignDatabaseError(_unmakeable(Path(path), exc)) from None
         try:
             self.conn = sqlite3.connect(
                 path, isolation_level=None, check_same_thread=False, cached_statements=256

@@ -135,6 +135,15 @@ def _foreign_database(path: Path) -> None:
             "/proc/fake-lucy/state.json cannot be written: no folder can be made in /proc",
         ),
         ("bad-seed", ["--database", "{db}"], {"FAKE_LUCY_IMPORT": "{seed}"}, "is not a JSON object"),
+        # the database's folders, or the admin token file, named as what they are
+        ("bad-seed", ["--database", "{seed}/x.sqlite3"], {}, "seed.json is a file, so "),
+        ("bad-seed", ["--database", "{seed}/sub/x.sqlite3"], {}, "(it needs a folder there)"),
+        (
+            None,
+            ["--database", "{db}", "--admin-token-file", "{dir}/none.tok"],
+            {},
+            "none.tok (No such file or directory)",
+        ),
     ],
 )
 def test_a_bad_file_or_setting_is_one_line_and_a_non_zero_exit(
