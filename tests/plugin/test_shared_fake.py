@@ -233,7 +233,7 @@ def test_after_it(fake_lucy_server):
     )
     result = pytester.runpytest("-p", "no:randomly", "--lucy-url", live.base_url, "-W", "error")
     result.assert_outcomes(passed=1, errors=2)  # the second test's set-up, and the session's end
-    gone = r"this session's tenant pytest-main-[0-9a-f]{12} is gone from the shared fake \(deleted, taken"
+    gone = r"this session's tenant pytest-\w+-[0-9a-f]{12} is gone from the shared fake \(deleted, taken"
     result.stdout.re_match_lines(
         [
             rf"--lucy-url: {gone} by fake-lucy tenants prune, or a server reset\): POST /_fake/reset with its"
