@@ -1,13 +1,13 @@
 """The schema the fake creates (``store/schema.sql``) is the SQLModel declarations of
-``store/tables.py`` (that the running fake imports neither: tests/test_import_cost.py)."""
+``store/tables.py`` (that the running fake imports neither: tests/test_import_cost.py). The two
+tests that need the declarations import them (SQLAlchemy, SQLModel: ~0.5 s) themselves, so that
+collecting this file in every pytest-xdist worker costs none of it."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import sqlite3
-
-from sqlalchemy import create_engine
 
 from fake_lucy.store.connection import Database
 from fake_lucy.store.schema import (
@@ -19,7 +19,6 @@ from fake_lucy.store.schema import (
     fts_ddl,
     table_statements,
 )
-from fake_lucy.store.tables import metadata, render_schema
 
 
 def _layout(conn: sqlite3.Connection) -> dict[tuple[str, str], object]:
@@ -36,6 +35,8 @@ def _layout(conn: sqlite3.Connection) -> dict[tuple[str, str], object]:
 
 
 def test_schema_sql_is_the_declared_tables_rendered_for_sqlite() -> None:
+    from fake_lucy.store.tables import render_schema
+
     assert SCHEMA_SQL.read_text(encoding="utf-8") == render_schema(), (
         "store/tables.py changed: run `python -m fake_lucy.store.tables` to write store/schema.sql again"
     )
@@ -44,6 +45,10 @@ def test_schema_sql_is_the_declared_tables_rendered_for_sqlite() -> None:
 def test_a_new_file_has_exactly_the_tables_and_indexes_sqlalchemy_creates_from_the_declarations(
     tmp_path,
 ) -> None:
+    from sqlalchemy import create_engine
+
+    from fake_lucy.store.tables import metadata
+
     declared = sqlite3.connect(tmp_path / "declared.sqlite3")
     engine = create_engine("sqlite://", creator=lambda: declared)
     metadata.create_all(engine)
