@@ -609,6 +609,7 @@ def _proposals(api: _Api, args: argparse.Namespace, out: TextIO) -> None:
 
 
 def _decide(api: _Api, args: argparse.Namespace, out: TextIO) -> None:
+    # --json: one answer per id, in the order given: the proposal, or what the fake said of that id
     decided: list[dict[str, Any]] = []
     failures: list[str] = []
     body = {"reason_detail": args.reason} if getattr(args, "reason", None) else None
@@ -617,6 +618,7 @@ def _decide(api: _Api, args: argparse.Namespace, out: TextIO) -> None:
             answer = api.call("POST", f"/proposals/{path_segment(proposal_id)}/{args.command}", body)
         except ApiError as exc:
             failures.append(f"{visible(proposal_id)}: {exc}")
+            decided.append({"id": proposal_id, "error": {"status": exc.status, "detail": str(exc)}})
             continue
         proposal = answer["proposal"]
         decided.append(proposal)

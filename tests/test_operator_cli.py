@@ -124,6 +124,22 @@ def test_approve_reject_and_expire_decide_and_the_control_api_confirms(
     assert row.split()[2:4] == ["active", "tenant_dev"]
 
 
+def test_decisions_as_json_answer_for_every_id_given_in_its_order(
+    live: LiveServer, url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pending = propose(live, "Decided by a script.")
+    unknown = "prop_AAAAAAAAAAAAAAAAAAAAAA"
+    code, out, err = fake_lucy(capsys, "approve", unknown, pending["id"], "--json")
+    assert code == 1  # one id refused: exit 1, and its line on stderr
+    assert err.startswith(f"fake-lucy: {unknown}: ")
+    refused, approved = json.loads(out)
+    assert refused == {
+        "id": unknown,
+        "error": {"status": 404, "detail": err.removeprefix(f"fake-lucy: {unknown}: ").strip()},
+    }
+    assert (approved["id"], approved["status"]) == (pending["id"], "approved")
+
+
 def test_an_unknown_id_a_wrong_token_or_no_server_is_one_line_and_exit_1(
     live: LiveServer,
     url: str,
