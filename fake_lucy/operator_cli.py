@@ -34,6 +34,7 @@ from fake_lucy.dumps import snapshot_in
 from fake_lucy.files import check_writable, quiet_stream, write_atomically
 from fake_lucy.text import one_line, pieces, visible
 from lucy_memory._contract import (
+    API_BASE_PATH,
     PROPOSAL_STATES,
     TOKEN_RULE,
     InvalidJSONError,
@@ -350,6 +351,11 @@ def _target(args: argparse.Namespace) -> tuple[str, str]:
         host = None
     if host is None or parts.scheme not in ("http", "https"):
         raise UsageError(f"{_shown(url)!r} is not an http(s) URL of a running fake")
+    if parts.path.endswith(API_BASE_PATH) and not parts.query:  # the v1 API's, which a host is given
+        raise UsageError(
+            f"{_shown(url)} is the address of the fake's v1 API; the operator commands need the fake's"
+            f" own: {_shown(url).removesuffix(API_BASE_PATH)}"
+        )
     token_file = args.admin_token_file or os.environ.get("FAKE_LUCY_ADMIN_TOKEN_FILE")
     if token_file:
         try:

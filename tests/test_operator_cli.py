@@ -308,6 +308,14 @@ def test_a_token_no_header_can_carry_or_a_broken_url_is_one_line_and_exit_2(
     for broken in ("http://[::1", "http://a..b", "http://127.0.0.1:99999"):
         code, _, err = fake_lucy(capsys, "proposals", "--url", broken)
         assert (code, err) == (2, f"fake-lucy: {broken!r} is not an http(s) URL of a running fake\n")
+    # the v1 API's address (what an MCP host is given) is not the fake's own: said, not a 404
+    for given in ("http://127.0.0.1:8787", "https://ci.example/lucy"):
+        code, _, err = fake_lucy(capsys, "proposals", "--url", f"{given}/api/agent-memory/v1/")
+        assert code == 2
+        assert err == (
+            f"fake-lucy: {given}/api/agent-memory/v1 is the address of the fake's v1 API; the operator"
+            f" commands need the fake's own: {given}\n"
+        )
 
 
 def test_faults_add_gives_drop_connection_and_hold_ms_the_one_phase_they_go_with(
