@@ -226,6 +226,25 @@ def fake_lucy_server(_fake_lucy_server_session: LiveServer | SharedTenant) -> Li
     pytest.fail(f"--lucy-url: {problem}", pytrace=False)  # outside the except: no chained error
 
 
+_T = TypeVar("_T")
+
+
+def _sdk_transport(fake: InProcessFake | LiveServer | SharedTenant, make: Callable[[], _T]) -> _T:
+    """``make()``, the SDK's transport to ``fake``; a URL the SDK refuses (``--lucy-url http://`` to
+    another host: a token in cleartext) fails the test with one line instead of the SDK's traceback."""
+    from lucy_memory import InsecureTransportError
+
+    try:
+        return make()
+    except InsecureTransportError as exc:
+        problem = str(exc)
+    pytest.fail(  # outside the except: no chained error
+        f"--lucy-url {fake.base_url}: the SDK and lucy-memory-mcp refuse it ({problem}): give --lucy-url"
+        " a loopback URL, or serve the shared fake over HTTPS",
+        pytrace=False,
+    )
+
+
 def _dev_client(
     client_class: Callable[..., _Client],
     fake: InProcessFake | LiveServer | SharedTenant,
@@ -248,10 +267,14 @@ def _dev_client(
         # a connection of its own per call: the sync client waits in an event loop of its own
         await FakeAdmin(client_factory=fake.admin_client).advance_clock(seconds)
 
-    return client_class(
-        transport=create_lucy_http_transport(
+    transport = _sdk_transport(
+        fake,
+        lambda: create_lucy_http_transport(
             base_url=fake.base_url, allow_insecure_loopback=True, http_transport=http_transport
         ),
+    )
+    return client_class(
+        transport=transport,
         token=fake.dev_token,
         permissions=_permissions(),
         client_name="pytest",
@@ -327,6 +350,15 @@ async def lucy_mcp(fake_lucy_server: LiveServer | SharedTenant) -> AsyncIterator
     from mcp import Client
     from mcp.types import Implementation
 
+    from lucy_memory import create_lucy_http_transport
+
+    # the server refuses what the SDK refuses (it is the SDK): said here in one line, not as the
+    # session's "Connection closed" with the reason in the server's stderr
+    checked = _sdk_transport(
+        fake_lucy_server,
+        lambda: create_lucy_http_transport(base_url=fake_lucy_server.base_url, allow_insecure_loopback=True),
+    )
+    await checked.aclose()
     parameters = lucy_mcp_parameters(
         fake_lucy_server, token=fake_lucy_server.dev_token, permissions=",".join(_permissions())
     )

@@ -244,3 +244,25 @@ def test_after_it(fake_lucy_server):
     output = result.stdout.str()
     assert "fake_lucy/testing" not in output  # the plugin's frames stay out of it
     assert "During handling" not in output
+
+
+def test_the_sdk_fixtures_on_a_cleartext_shared_fake_elsewhere_fail_with_one_line() -> None:
+    """``--lucy-url http://`` to another host: the SDK (and lucy-memory-mcp, which is the SDK) will
+    not send a token there; lucy_server_client, lucy_sync_client and lucy_mcp say so in one line."""
+    from types import SimpleNamespace
+
+    from fake_lucy.testing.pytest_plugin import _sdk_transport
+    from lucy_memory import create_lucy_http_transport
+
+    url = "http://fake-lucy.ci.internal:8787"
+    with pytest.raises(pytest.fail.Exception) as failed:
+        _sdk_transport(
+            SimpleNamespace(base_url=url),  # type: ignore[arg-type]
+            lambda: create_lucy_http_transport(base_url=url, allow_insecure_loopback=True),
+        )
+    assert failed.value.pytrace is False
+    assert str(failed.value) == (
+        f"--lucy-url {url}: the SDK and lucy-memory-mcp refuse it (insecure_transport: cleartext http://"
+        " is allowed only to a loopback host (localhost, 127.0.0.0/8, ::1). Nothing was sent and nothing"
+        " was charged.): give --lucy-url a loopback URL, or serve the shared fake over HTTPS"
+    )
