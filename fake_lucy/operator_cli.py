@@ -38,6 +38,7 @@ from lucy_memory._contract import (
     PROPOSAL_STATES,
     TOKEN_RULE,
     InvalidJSONError,
+    parameters_validator,
     parse_json_object,
     valid_token,
 )
@@ -499,7 +500,20 @@ _BODY_NAMES = {
     "operation": "OPERATION",
     "status": "STATUS",
 }
-_PATH_NAMES = {"proposal_id": "ID", "memory_id": "ID", "tenant": "TENANT"}
+_PATH_NAMES = {"proposal_id": "ID", "memory_id": "ID", "tenant": "TENANT", "tenant_id": "TENANT"}
+
+
+def _segment(value: str, definition: str) -> str:
+    """``value`` as one path segment of the control API. One holding a ``/`` would reach the fake
+    as two segments (404, no route), so it is refused here as the fake refuses any other value that
+    breaks the id's rule (``definitions.schema.json#/$defs/<definition>``), named as its argument."""
+    if "/" in value:
+        name = definition.removesuffix("_id")
+        reference = f"definitions.schema.json#/$defs/{definition}"
+        errors = parameters_validator(((name, reference),)).errors({name: value})
+        detail = errors[0].detail if errors else "must not hold a /"
+        raise ApiError(f"{_PATH_NAMES.get(definition, name.upper())}: {detail}")
+    return path_segment(value)
 
 
 def _option(pointer: str, given: dict[str, str]) -> str:
@@ -621,7 +635,8 @@ def _decide(api: _Api, args: argparse.Namespace, out: TextIO) -> None:
     body = {"reason_detail": args.reason} if getattr(args, "reason", None) else None
     for proposal_id in args.ids:
         try:
-            answer = api.call("POST", f"/proposals/{path_segment(proposal_id)}/{args.command}", body)
+            segment = _segment(proposal_id, "proposal_id")
+            answer = api.call("POST", f"/proposals/{segment}/{args.command}", body)
         except ApiError as exc:
             failures.append(f"{visible(proposal_id)}: {exc}")
             decided.append({"id": proposal_id, "error": {"status": exc.status, "detail": str(exc)}})
@@ -877,7 +892,7 @@ def _tenants(api: _Api, args: argparse.Namespace, out: TextIO) -> None:
         _prune(api, args, out)
         return
     if args.action == "delete":
-        api.call("DELETE", f"/tenants/{path_segment(args.tenant)}")
+        api.call("DELETE", f"/tenants/{_segment(args.tenant, 'tenant_id')}")
         _say(out, args, {"tenant": args.tenant, "deleted": True}, f"tenant {visible(args.tenant)} deleted")
         return
     body = {"tenant": args.tenant, "credits": args.credits}

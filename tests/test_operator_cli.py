@@ -241,6 +241,15 @@ def test_a_value_the_fake_refuses_is_named_by_its_option_or_argument(
         assert err.startswith(f"fake-lucy: {said}"), err
         assert err.endswith(" (422 invalid_request)\n"), err
         assert err.count("\n") == 1
+    # an id with a / would reach the fake as two path segments (404, no route): refused before, alike
+    for argv, said in {
+        ("tenants", "delete", "a/b"): "TENANT: must match the pattern ",
+        ("approve", "prop_a/b"): "prop_a/b: ID: must match the pattern ",
+    }.items():
+        code, out, err = fake_lucy(capsys, *argv)
+        assert (code, out) == (1, ""), argv
+        assert err.startswith(f"fake-lucy: {said}"), err
+        assert err.count("\n") == 1
     assert control(live, "GET", "/clock") == before
     assert control(live, "GET", "/faults")["items"] == []
     assert [t["tenant"] for t in control(live, "GET", "/tenants")["items"]] == ["tenant_dev"]
