@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
@@ -352,17 +352,19 @@ def _target(args: argparse.Namespace) -> tuple[str, str]:
         host = None
     if host is None or parts.scheme not in ("http", "https"):
         raise UsageError(f"{_shown(url)!r} is not an http(s) URL of a running fake")
-    if parts.path.endswith(API_BASE_PATH) and not parts.query:  # the v1 API's, which a host is given
+    if parts.path.endswith(API_BASE_PATH):  # the v1 API's address, which an MCP host is given
+        own = urlunsplit(parts._replace(path=parts.path.removesuffix(API_BASE_PATH), query="", fragment=""))
         raise UsageError(
             f"{_shown(url)} is the address of the fake's v1 API; the operator commands need the fake's"
-            f" own: {_shown(url).removesuffix(API_BASE_PATH)}"
+            f" own: {_shown(own)}"
         )
     token_file = args.admin_token_file or os.environ.get("FAKE_LUCY_ADMIN_TOKEN_FILE")
     if token_file:
         try:
             token = Path(token_file).read_text(encoding="utf-8").strip()
         except (OSError, UnicodeDecodeError) as exc:
-            raise UsageError(f"cannot read the admin token file {token_file} ({exc})") from None
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise UsageError(f"cannot read the admin token file {token_file} ({reason})") from None
         return url, _checked_token(token, "the admin token file")
     if "FAKE_LUCY_ADMIN_TOKEN" in os.environ:  # set but empty is a mistake, as ``serve`` says too
         token = os.environ["FAKE_LUCY_ADMIN_TOKEN"].strip()
@@ -512,7 +514,8 @@ def _segment(value: str, definition: str) -> str:
         reference = f"definitions.schema.json#/$defs/{definition}"
         errors = parameters_validator(((name, reference),)).errors({name: value})
         detail = errors[0].detail if errors else "must not hold a /"
-        raise ApiError(f"{_PATH_NAMES.get(definition, name.upper())}: {detail}")
+        # what the fake answers for any other value that breaks the rule (it cannot see this one)
+        raise ApiError(f"{_PATH_NAMES.get(definition, name.upper())}: {detail} (422 invalid_request)", 422)
     return path_segment(value)
 
 

@@ -92,11 +92,13 @@ def _announce(settings: FakeLucySettings, fake: FakeLucy) -> None:
     with fake.db.read() as conn:
         dev_token_held = principals.authenticate(conn, DEV_TOKEN) is not None
     if settings.seed is None and not dev_token_held:
-        # a snapshot without tenant_dev was imported (now or into this file before): the built-in
-        # token would answer 401, so it is not offered, nor an MCP configuration with it
+        # a snapshot without tenant_dev was imported (now or into this file before), or the
+        # credential revoked: the built-in token would answer 401, so it is not offered, nor an MCP
+        # configuration with it
         lines.append(
-            f"  dev token:    none: {DEV_TOKEN} is not in this database (its state came from a snapshot"
-            " without tenant_dev); use the tokens of the snapshot's tenants"
+            f"  dev token:    none: {DEV_TOKEN} is no active credential in this database (a snapshot"
+            " without tenant_dev was imported, or the credential was revoked); fake-lucy tenants create"
+            " makes a tenant and prints its tokens"
         )
     elif settings.seed is None:
         lines.append(f"  dev token:    {DEV_TOKEN}   (tenant_dev / acct_dev, read + propose){refused}")

@@ -249,7 +249,11 @@ def test_a_value_the_fake_refuses_is_named_by_its_option_or_argument(
         code, out, err = fake_lucy(capsys, *argv)
         assert (code, out) == (1, ""), argv
         assert err.startswith(f"fake-lucy: {said}"), err
+        assert err.endswith(" (422 invalid_request)\n"), err
         assert err.count("\n") == 1
+    code, out, _ = fake_lucy(capsys, "approve", "--json", "prop_a/b")
+    [refused] = json.loads(out)
+    assert refused["error"]["status"] == 422  # as the fake's answer to any other bad id
     assert control(live, "GET", "/clock") == before
     assert control(live, "GET", "/faults")["items"] == []
     assert [t["tenant"] for t in control(live, "GET", "/tenants")["items"]] == ["tenant_dev"]
@@ -314,17 +318,23 @@ def test_a_token_no_header_can_carry_or_a_broken_url_is_one_line_and_exit_2(
     code, _, err = fake_lucy(capsys, "proposals")
     assert (code, err) == (2, f"fake-lucy: FAKE_LUCY_ADMIN_TOKEN {rule}\n")
     monkeypatch.delenv("FAKE_LUCY_ADMIN_TOKEN")
+    absent = tmp_path / "no-such-token"
+    code, _, err = fake_lucy(capsys, "proposals", "--admin-token-file", str(absent))
+    assert (code, err) == (
+        2,
+        f"fake-lucy: cannot read the admin token file {absent} (No such file or directory)\n",
+    )
     for broken in ("http://[::1", "http://a..b", "http://127.0.0.1:99999"):
         code, _, err = fake_lucy(capsys, "proposals", "--url", broken)
         assert (code, err) == (2, f"fake-lucy: {broken!r} is not an http(s) URL of a running fake\n")
     # the v1 API's address (what an MCP host is given) is not the fake's own: said, not a 404
     for given in ("http://127.0.0.1:8787", "https://ci.example/lucy"):
-        code, _, err = fake_lucy(capsys, "proposals", "--url", f"{given}/api/agent-memory/v1/")
-        assert code == 2
-        assert err == (
-            f"fake-lucy: {given}/api/agent-memory/v1 is the address of the fake's v1 API; the operator"
-            f" commands need the fake's own: {given}\n"
-        )
+        for tail in ("/", "", "#part", "?"):
+            code, _, err = fake_lucy(capsys, "proposals", "--url", f"{given}/api/agent-memory/v1{tail}")
+            assert code == 2
+            assert err.endswith(
+                f" is the address of the fake's v1 API; the operator commands need the fake's own: {given}\n"
+            )
 
 
 def test_faults_add_gives_drop_connection_and_hold_ms_the_one_phase_they_go_with(

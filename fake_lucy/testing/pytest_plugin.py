@@ -232,15 +232,19 @@ _T = TypeVar("_T")
 def _sdk_transport(fake: InProcessFake | LiveServer | SharedTenant, make: Callable[[], _T]) -> _T:
     """``make()``, the SDK's transport to ``fake``; a URL the SDK refuses (``--lucy-url http://`` to
     another host: a token in cleartext) fails the test with one line instead of the SDK's traceback."""
-    from lucy_memory import InsecureTransportError
+    from lucy_memory import ConfigurationError, InsecureTransportError
 
     try:
         return make()
-    except InsecureTransportError as exc:
+    except ConfigurationError as exc:  # InsecureTransportError among them
         problem = str(exc)
+        way_out = (
+            "give --lucy-url a loopback URL, or serve the shared fake over HTTPS"
+            if isinstance(exc, InsecureTransportError)
+            else "give --lucy-url the fake's own address (scheme, host and port)"
+        )
     pytest.fail(  # outside the except: no chained error
-        f"--lucy-url {fake.base_url}: the SDK and lucy-memory-mcp refuse it ({problem}): give --lucy-url"
-        " a loopback URL, or serve the shared fake over HTTPS",
+        f"--lucy-url {fake.base_url}: the SDK and lucy-memory-mcp refuse it ({problem}): {way_out}",
         pytrace=False,
     )
 
@@ -347,16 +351,23 @@ def lucy_mcp_parameters(
 @pytest.fixture
 async def lucy_mcp(fake_lucy_server: LiveServer | SharedTenant) -> AsyncIterator[Client]:
     """An MCP session to a real ``lucy-memory-mcp`` subprocess on ``fake_lucy_server``."""
+    import httpx
     from mcp import Client
     from mcp.types import Implementation
 
+    from fake_lucy.testing.tls import shared_tls_context
     from lucy_memory import create_lucy_http_transport
 
     # the server refuses what the SDK refuses (it is the SDK): said here in one line, not as the
-    # session's "Connection closed" with the reason in the server's stderr
+    # session's "Connection closed" with the reason in the server's stderr (checked with the
+    # process's one TLS context: a default one costs ~20 ms to build)
     checked = _sdk_transport(
         fake_lucy_server,
-        lambda: create_lucy_http_transport(base_url=fake_lucy_server.base_url, allow_insecure_loopback=True),
+        lambda: create_lucy_http_transport(
+            base_url=fake_lucy_server.base_url,
+            allow_insecure_loopback=True,
+            http_transport=httpx.AsyncHTTPTransport(verify=shared_tls_context()),
+        ),
     )
     await checked.aclose()
     parameters = lucy_mcp_parameters(

@@ -201,7 +201,6 @@ def _restore_snapshot(item: pytest.Item, marker: pytest.Mark, controls: list[Con
         unreadable = str(exc)
     if unreadable is not None:  # outside the except: one line, no chained error
         pytest.fail(f"lucy_snapshot: cannot read the snapshot {path}: {unreadable}", pytrace=False)
-    _check_dev_tenant(item, path, document, controls)
     for control in controls:
         try:
             control.restore(document)
@@ -211,6 +210,7 @@ def _restore_snapshot(item: pytest.Item, marker: pytest.Mark, controls: list[Con
             continue
         # one line naming the file, never a traceback (and outside the except: no chained one)
         pytest.fail(f"lucy_snapshot: {path}: {refused}", pytrace=False)
+    _check_dev_tenant(item, path, document, controls)  # a snapshot the fake took, of other tenants
 
 
 # The fixtures that call the fake with the dev seed's token (``lucy-dev-token``, tenant_dev).

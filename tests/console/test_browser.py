@@ -127,7 +127,8 @@ def context(
     """The module's browser context, as a new one is: no cookies, one blank page (``blank``) with
     no routes and no scripts running, the pointer in the corner. Pages a test opened are closed
     after it, and after a failed test the page is not used again (a dialog handler it left waiting
-    could answer the next test's dialog)."""
+    could answer the next test's dialog). Playwright does not list a page's event listeners, so a
+    test that adds one (``page.on``) removes it (``page.remove_listener``), as the markup test does."""
     if live.base_url not in windows:
         made = chromium.new_context(base_url=live.base_url, viewport={"width": 1280, "height": 900})
         made.set_default_timeout(5_000)

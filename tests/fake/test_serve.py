@@ -251,8 +251,9 @@ def test_after_a_snapshot_without_the_dev_tenant_the_banner_offers_no_dev_token(
     lines = capsys.readouterr().out.splitlines()
     (line,) = [line for line in lines if "dev token:" in line]
     assert " ".join(line.split()) == (
-        "dev token: none: lucy-dev-token is not in this database (its state came from a snapshot"
-        " without tenant_dev); use the tokens of the snapshot's tenants"
+        "dev token: none: lucy-dev-token is no active credential in this database (a snapshot without"
+        " tenant_dev was imported, or the credential was revoked); fake-lucy tenants create makes a"
+        " tenant and prints its tokens"
     )
     assert not any('"mcpServers"' in line for line in lines)
     assert any("admin token:  fake-admin-token" in line for line in lines)  # still the way in

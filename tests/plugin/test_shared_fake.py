@@ -266,3 +266,11 @@ def test_the_sdk_fixtures_on_a_cleartext_shared_fake_elsewhere_fail_with_one_lin
         " is allowed only to a loopback host (localhost, 127.0.0.0/8, ::1). Nothing was sent and nothing"
         " was charged.): give --lucy-url a loopback URL, or serve the shared fake over HTTPS"
     )
+    prefixed = "https://fake-lucy.ci.internal:8787/lucy"  # the control API reaches it; the SDK does not
+    with pytest.raises(pytest.fail.Exception) as failed:
+        _sdk_transport(
+            SimpleNamespace(base_url=prefixed),  # type: ignore[arg-type]
+            lambda: create_lucy_http_transport(base_url=prefixed, allow_insecure_loopback=True),
+        )
+    assert str(failed.value).startswith(f"--lucy-url {prefixed}: the SDK and lucy-memory-mcp refuse it (")
+    assert str(failed.value).endswith("): give --lucy-url the fake's own address (scheme, host and port)")

@@ -323,10 +323,16 @@ async def test_with_the_dev_token(lucy_client):
 @pytest.mark.lucy_snapshot("other.json")
 async def test_with_the_admin_api(fake_lucy):
     assert [t["tenant"] for t in await fake_lucy.admin.tenants()] == ["ci-run-7"]
+
+@pytest.mark.lucy_snapshot("not-a-snapshot.json")
+async def test_with_a_file_that_is_no_snapshot(lucy_client):
+    pass
 """
     )
+    pytester.path.joinpath("not-a-snapshot.json").write_text('{"format": "nope"}')
     result = pytester.runpytest("-p", "no:randomly", "test_use.py", "-W", "error")
-    result.assert_outcomes(passed=1, failed=1)
+    result.assert_outcomes(passed=1, failed=2)
+    result.stdout.fnmatch_lines(["*lucy_snapshot: */not-a-snapshot.json: the snapshot cannot be restored: *"])
     result.stdout.fnmatch_lines(
         [
             "lucy_snapshot: */other.json holds ci-run-7 and not tenant_dev, whose dev token"
