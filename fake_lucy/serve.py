@@ -80,11 +80,24 @@ def _console_line(settings: FakeLucySettings, fake: FakeLucy, origin: str) -> st
     return f"  console:      {origin}{CONSOLE}/login/{token}   (one-time login link, 10 minutes)"
 
 
+# A bind to every address: no client connects to it (browsers refuse 0.0.0.0), so the URLs the
+# banner prints name this machine's loopback address, which the bind includes.
+_EVERY_ADDRESS = {"0.0.0.0": "127.0.0.1", "::": "::1"}  # noqa: S104 - names, not a bind
+
+
 def _announce(settings: FakeLucySettings, fake: FakeLucy) -> None:
-    host = settings.host if ":" not in settings.host else f"[{settings.host}]"
-    origin = f"{settings.scheme}://{host}:{settings.port}"
+    def url_host(name: str) -> str:
+        return name if ":" not in name else f"[{name}]"
+
+    bound = f"{settings.scheme}://{url_host(settings.host)}:{settings.port}"
+    origin = (
+        f"{settings.scheme}://{url_host(_EVERY_ADDRESS.get(settings.host, settings.host))}:{settings.port}"
+    )
+    about = f"database {settings.database}"
+    if settings.host in _EVERY_ADDRESS:
+        about = f"every address of this machine, {about}"
     lines = [
-        f"fake-lucy {__version__} on {origin} (database {settings.database})",
+        f"fake-lucy {__version__} on {bound} ({about})",
         f"  v1 base URL:  {origin}   (API under {fake.contract['base_path']})",
         _console_line(settings, fake, origin),
     ]

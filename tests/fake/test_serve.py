@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
+from fake_lucy import __version__
 from fake_lucy import serve as serve_module
 from fake_lucy.cli import main
 from fake_lucy.domain import snapshot
@@ -221,6 +222,13 @@ def test_off_loopback_the_banner_says_the_built_in_tokens_are_refused(tmp_path: 
     finally:
         fake.close()
     lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == (
+        f"fake-lucy {__version__} on http://0.0.0.0:8787"
+        f" (every address of this machine, database {settings.database})"
+    )
+    # the URLs name an address a client can use (browsers refuse 0.0.0.0), which the bind includes
+    assert lines[1].split()[:4] == ["v1", "base", "URL:", "http://127.0.0.1:8787"]
+    assert lines[2].split()[:2] == ["console:", "http://127.0.0.1:8787/_fake/console/"]
     for token in ("lucy-dev-token", "fake-admin-token"):
         (line,) = [line for line in lines if token in line]
         assert "REFUSED here (401)" in line
