@@ -28,7 +28,7 @@ async def test_a_proposal_made_over_v1_is_a_proposal_created_event_with_an_id(
 ) -> None:
     async with fake.admin.watch() as stream:
         created = (await propose(api)).json()["proposal"]
-        event = await stream.wait_for("proposal.created", timeout=2)
+        event = await stream.wait_for("proposal.created", timeout=10)
     assert event.id > 0
     assert event.tenant == "tenant_dev"
     assert event.at == created["created_at"]
@@ -49,7 +49,7 @@ async def test_every_change_of_a_proposal_and_its_request_is_one_event_in_commit
         first = (await propose(api, proposal_body("A.", topic="db"))).json()["proposal"]
         second = (await propose(api, proposal_body("B.", topic="db"))).json()["proposal"]
         await admin.approve(first["id"])
-        last = await stream.wait_for("proposal.decided", proposal_id=second["id"], timeout=2)
+        last = await stream.wait_for("proposal.decided", proposal_id=second["id"], timeout=10)
     seen = [
         (e.type, e.data.get("proposal_id") or e.data.get("memory_id") or e.data.get("request_id"))
         for e in stream.seen
@@ -85,12 +85,12 @@ async def test_expiry_and_the_auto_approve_policy_are_decisions_by_expiry_and_by
     waiting = (await propose(api)).json()["proposal"]
     async with fake.admin.watch() as stream:
         await admin.advance_clock(8 * 86_400)
-        clock = await stream.wait_for("clock.changed", timeout=2)
+        clock = await stream.wait_for("clock.changed", timeout=10)
         await admin.proposals()  # a listing persists due expiries
-        expired = await stream.wait_for("proposal.decided", proposal_id=waiting["id"], timeout=2)
+        expired = await stream.wait_for("proposal.decided", proposal_id=waiting["id"], timeout=10)
         await admin.set_policy(auto_approve="all")
         auto = (await propose(api)).json()["proposal"]
-        approved = await stream.wait_for("proposal.decided", proposal_id=auto["id"], timeout=2)
+        approved = await stream.wait_for("proposal.decided", proposal_id=auto["id"], timeout=10)
     assert clock.data["frozen"] is False
     assert clock.tenant is None
     assert (expired.data["status"], expired.data["decided_by"]) == ("expired", "expiry")
@@ -109,7 +109,7 @@ async def test_deletes_restores_balances_faults_and_reset_are_events(
         await admin.set_balance("acct_dev", 50)
         assert (await recall(api, "anything")).status_code == 503
         await admin.reset()
-        await stream.wait_for("reset", timeout=2)
+        await stream.wait_for("reset", timeout=10)
     kinds = [(e.type, e.data.get("change")) for e in stream.seen]
     assert ("memory.changed", "deleted") in kinds
     assert ("memory.changed", "restored") in kinds
@@ -129,11 +129,11 @@ async def test_last_event_id_resumes_right_after_that_event(
 ) -> None:
     async with fake.admin.watch() as stream:
         first = (await propose(api)).json()["proposal"]
-        mark = await stream.wait_for("proposal.created", timeout=2)
+        mark = await stream.wait_for("proposal.created", timeout=10)
         second = (await propose(api)).json()["proposal"]
-        await stream.wait_for("proposal.created", proposal_id=second["id"], timeout=2)
+        await stream.wait_for("proposal.created", proposal_id=second["id"], timeout=10)
     async with fake.admin.watch(after=mark.id) as resumed:
-        again = await resumed.wait_for("proposal.created", timeout=2)
+        again = await resumed.wait_for("proposal.created", timeout=10)
         first_seen = resumed.seen[0]
     assert first_seen.id == mark.id + 1
     assert again.data["proposal_id"] == second["id"] != first["id"]
@@ -144,7 +144,7 @@ async def test_one_requests_events_are_one_stored_row_with_an_id_each_and_a_resu
 ) -> None:
     async with fake.admin.watch() as stream:
         await propose(api)
-        request = await stream.wait_for("request", timeout=2)
+        request = await stream.wait_for("request", timeout=10)
     mine = list(stream.seen)
     assert [e.type for e in mine] == ["proposal.created", "credits.changed", "request"]
     assert [e.id for e in mine] == [request.id - 2, request.id - 1, request.id]
@@ -153,7 +153,7 @@ async def test_one_requests_events_are_one_stored_row_with_an_id_each_and_a_resu
     ).fetchone()
     assert rows == 1, "the request's events took a row each"
     async with fake.admin.watch(after=mine[0].id) as resumed:
-        await resumed.wait_for("request", timeout=2)
+        await resumed.wait_for("request", timeout=10)
     assert [(e.id, e.type, e.data) for e in resumed.seen] == [(e.id, e.type, e.data) for e in mine[1:]]
 
 
@@ -183,7 +183,7 @@ async def test_a_resume_from_another_databases_id_gets_every_kept_event_of_this_
         oldest = events.after(conn, 0, tenant=None)[0].id
         assert events.resume_after(conn, newest + 500) == oldest - 1
     async with fake.admin.watch(after=newest + 500) as resumed:
-        first = await resumed.wait_for("reset", timeout=2)
+        first = await resumed.wait_for("reset", timeout=10)
     assert first.id == oldest  # from this database's first kept event, not from now on
 
 
@@ -283,7 +283,7 @@ async def test_events_of_one_worker_reach_a_stream_served_by_another_process(tmp
                     ) as elsewhere,
                 ):
                     created = (await propose(elsewhere)).json()["proposal"]
-                    event = await stream.wait_for("proposal.created", timeout=2)
+                    event = await stream.wait_for("proposal.created", timeout=10)
         finally:
             other.close()
     assert event.data["proposal_id"] == created["id"]

@@ -343,7 +343,7 @@ async def test_an_older_file_gets_todays_indexes_and_keeps_one_id_per_event(
         async with second.admin.watch(after=0) as stream:
             async with second.client() as client:
                 assert (await recall(client, "anything")).status_code == 200
-            request = await stream.wait_for("request", timeout=2)
+            request = await stream.wait_for("request", timeout=10)
         assert [e.id for e in stream.seen] == [1, 2, 3], "the older row's id and then the request's two"
         assert request.id == 3
         assert [row["operation"] for row in await second.admin.ledger(account="acct_dev")][-1:] == ["recall"]

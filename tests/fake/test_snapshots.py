@@ -277,7 +277,7 @@ async def test_a_restored_snapshot_is_a_server_wide_reset_event(fake) -> None:
     document = await _snapshot(fake)
     async with fake.admin.watch() as stream:
         assert (await _put(fake, document)).status_code == 200
-        restored = await stream.wait_for("reset", timeout=2)
+        restored = await stream.wait_for("reset", timeout=10)
     assert (restored.tenant, restored.data) == (None, {"snapshot": True})
 
 

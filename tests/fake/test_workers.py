@@ -226,7 +226,7 @@ async def test_a_console_session_and_the_event_stream_span_both_workers(served: 
             async with streaming.stream("GET", "/_fake/events", headers=admin) as response:
                 watch = EventWatch(response.aiter_lines())
                 created = (await propose(making)).json()["proposal"]
-                event = await watch.wait_for("proposal.created", timeout=1, proposal_id=created["id"])
+                event = await watch.wait_for("proposal.created", timeout=5, proposal_id=created["id"])
                 assert event.data["proposal_id"] == created["id"]
 
 
