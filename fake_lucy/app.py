@@ -112,7 +112,10 @@ class V1Routes:
             if operation is not None:
                 try:
                     response = await self.pipeline.handle(Request(scope, receive), operation, proposal_id)
-                except Exception as exc:  # a bug in the fake, of any type: still a problem of the contract
+                # Broad on purpose: this is the last handler of the hot path (outside FastAPI's), and a
+                # bug can raise anything; the client still gets the contract's problem (503 for a
+                # storage failure, else 500 internal, logged), never a dropped connection.
+                except Exception as exc:
                     response = _internal_error(method, path, exc)
                 response.raw_headers.append(self.version)
                 await response(scope, receive, send)

@@ -62,7 +62,9 @@ class FakeLucy:
         if initialise:
             try:
                 self.initialise()
-            except BaseException:  # anything, Ctrl-C included: close, then let it go on
+            # Broad on purpose: the connection is closed on every way out (Ctrl-C and SystemExit
+            # included), and the exception is raised again unchanged.
+            except BaseException:
                 # A new file this start made stays: empty, the next start makes it ready, and
                 # another process starting on the same new file may be using it already.
                 self.db.close()
