@@ -14,6 +14,7 @@ profile's 5 (drawing a whole-state document is Hypothesis' slowest work here: 5 
 
 from __future__ import annotations
 
+import atexit
 import collections
 import dataclasses
 import json
@@ -261,16 +262,23 @@ def stateful_settings() -> hypothesis.settings:
 
 
 def throwaway_fake(name: str) -> tuple[InProcessFake, Path]:
-    """An in-process fake on its own SQLite file in a fresh temporary folder, seeded for fuzzing."""
+    """An in-process fake on its own SQLite file in a fresh temporary folder, seeded for fuzzing.
+
+    It is made when its module is imported, which every pytest-xdist worker does to collect, also
+    one that runs none of the module's tests (and so none of its fixtures): the folder goes when the
+    process ends, if a session fixture has not closed it before."""
     directory = Path(tempfile.mkdtemp(prefix=f"fake-lucy-{name}-"))
     seed = directory / "seed.json"
     seed.write_text(json.dumps(FUZZ_SEED), encoding="utf-8")
-    return InProcessFake(directory / "fake-lucy.sqlite3", seed=seed), directory
+    fake = InProcessFake(directory / "fake-lucy.sqlite3", seed=seed)
+    atexit.register(close_throwaway, fake, directory)
+    return fake, directory
 
 
 def close_throwaway(fake: InProcessFake, directory: Path) -> None:
-    fake.fake.close()
-    shutil.rmtree(directory, ignore_errors=True)
+    if directory.exists():
+        fake.fake.close()
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def not_a_server_error_unless_injected(
