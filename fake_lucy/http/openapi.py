@@ -81,7 +81,7 @@ def problem_example(
     """The problem body ``operation`` answers with ``code`` under HTTP ``status``."""
     entry = contract["errors"][code]
     spec = {
-        **examples["problems"][code],
+        **examples["problems"].get(code, {}),
         **examples["operations"][operation].get("problems", {}).get(code, {}),
     }
     body: dict[str, Any] = {
@@ -104,14 +104,12 @@ def _header_example(
     if header == "Fake-Lucy-Version":
         return __version__
     if header == "Allow":  # every method the operation's path answers
-        return ", ".join(
-            sorted(
-                other["method"] for other in contract["operations"].values() if other["path"] == op["path"]
-            )
-        )
+        same_path = (other for other in contract["operations"].values() if other["path"] == op["path"])
+        methods = {other["method"] for other in same_path}
+        return ", ".join(sorted(methods | {op["method"]}))
     shared: dict[str, str] = load_json(EXAMPLES_FILE)["headers"]
     own: dict[str, str] = examples["operations"][operation].get("headers", {})
-    return own.get(header, shared[header])
+    return own[header] if header in own else shared[header]
 
 
 def _operation(
@@ -254,9 +252,87 @@ def _document(name: str, title: str, security: str) -> dict[str, Any]:
     return openapi_document(load_contract(name), title, security, load_json(EXAMPLES_FILE)[name])
 
 
+def _event_stream(contract: dict[str, Any], examples: dict[str, Any]) -> dict[str, Any]:
+    """``GET /_fake/events`` (the contract's ``service_endpoints/events``): not a JSON operation but
+    a ``text/event-stream``, described so that Swagger UI and client generators list it too."""
+    spec = contract["service_endpoints"]["events"]
+    name = spec["operation_id"]
+    own = examples["operations"][name]
+    parameters: list[dict[str, Any]] = [
+        {
+            "name": param,
+            "in": "query",
+            "required": False,
+            "schema": {k: v for k, v in query.items() if k != "description"},
+            "description": query["description"],
+        }
+        for param, query in spec["query"].items()
+    ]
+    parameters += [
+        {
+            "name": header,
+            "in": "header",
+            "required": False,
+            "schema": described["schema"],
+            "description": described["description"],
+        }
+        for header, described in spec["request_headers"].items()
+    ]
+    descriptions = contract["headers"]["response"]
+    responses: dict[str, Any] = {}
+    for status, answer in spec["responses"].items():
+        if status.startswith("2"):
+            response: dict[str, Any] = {
+                "description": "The stream: one event per change (id, event, data), until the server stops",
+                "content": {
+                    answer["media_type"]: {
+                        "schema": {"type": "string"},
+                        "examples": {name: {"value": own["response"]}},
+                    }
+                },
+            }
+        else:
+            response = {
+                "description": "Error: " + ", ".join(answer["codes"]),
+                "content": {
+                    contract["problem_media_type"]: {
+                        "schema": _schema_ref(answer["schema"]),
+                        "examples": {
+                            code: {
+                                "summary": contract["errors"][code]["title"],
+                                "value": problem_example(contract, examples, name, int(status), code),
+                            }
+                            for code in answer["codes"]
+                        },
+                    }
+                },
+            }
+        response["headers"] = {
+            header: {
+                "description": descriptions[header]["description"],
+                "schema": _HEADER_SCHEMAS.get(header, {"type": "string"}),
+                "example": _header_example(header, name, spec, contract, examples),
+            }
+            for header in answer["headers"]
+        }
+        responses[status] = response
+    return {
+        "operationId": name,
+        "summary": "The event stream (SPEC 3.7)",
+        "description": spec["description"],
+        "parameters": parameters,
+        "responses": responses,
+    }
+
+
 def v1_openapi(fake: FakeLucy | None = None) -> dict[str, Any]:
     return _document("agent-memory-api", "Lucy Agent Memory HTTP v1", "lucyBearer")
 
 
 def control_openapi(fake: FakeLucy | None = None) -> dict[str, Any]:
-    return _document("fake-control", "Fake Lucy control API", "adminBearer")
+    document = _document("fake-control", "Fake Lucy control API", "adminBearer")
+    contract = load_contract("fake-control")
+    events = contract["service_endpoints"]["events"]
+    operation = _event_stream(contract, load_json(EXAMPLES_FILE)["fake-control"])
+    document["paths"][events["path"]] = {events["method"].lower(): operation}
+    return document

@@ -64,6 +64,7 @@ __all__ = [
     "FUZZ_TOKEN",
     "NEGATIVE_DATA_EXPECTED_STATUSES",
     "PROFILE",
+    "STREAMING_CONTROL_OPERATIONS",
     "TALLY",
     "FuzzProfile",
     "OperationTests",
@@ -155,6 +156,10 @@ DISRUPTIVE_CONTROL_OPERATIONS = (
     # replaces the whole state; and its schema is too large for quick random generation
     "put_snapshot",
 )
+
+# Control operations that answer a stream that never ends (an example never returns); tests/fake/
+# test_events.py holds each of their answers to the contract.
+STREAMING_CONTROL_OPERATIONS = ("stream_events",)
 
 # Enough credits that 402 never answers a fuzzed request (reset restores them before each example).
 FUZZ_CREDITS = 1_000_000

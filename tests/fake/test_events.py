@@ -16,6 +16,7 @@ from fake_lucy.http.events import EventStream
 from fake_lucy.runtime import FakeLucy
 from fake_lucy.settings import FakeLucySettings
 from fake_lucy.testing import AdminError, FakeAdmin, InProcessFake, InProcessTransport, LiveServer
+from lucy_memory._contract import load_contract
 from tests.helpers import proposal_body, propose, recall
 
 pytestmark = pytest.mark.anyio
@@ -298,3 +299,36 @@ async def test_a_server_with_an_open_stream_shuts_down(tmp_path: Path) -> None:
             assert response.status_code == 200
             server.stop()  # joins uvicorn's thread for 10 s at most
             assert not server.thread.is_alive()  # the stream ended with the shutdown, not after it
+
+
+async def test_every_answer_of_the_stream_is_one_the_contract_and_the_control_openapi_describe(
+    fake: InProcessFake,
+) -> None:
+    """``service_endpoints/events`` of contracts/fake-control (and so ``GET /_fake/openapi.json``)
+    lists each status the stream answers, with its codes and headers."""
+    described = load_contract("fake-control")["service_endpoints"]["events"]
+    async with fake.client(None) as anonymous:
+        answers = {"401": await anonymous.get("/_fake/events", headers=STREAM)}
+        document = (await anonymous.get("/_fake/openapi.json")).json()
+    async with fake.client(fake.admin_token) as http:
+        answers["400"] = await http.get("/_fake/events", headers={**STREAM, "Last-Event-ID": "12x"})
+        answers["405"] = await http.post("/_fake/events", headers=STREAM)
+        answers["422"] = await http.get("/_fake/events?after=-1", headers=STREAM)
+        async with http.stream("GET", "/_fake/events", headers=STREAM) as streaming:
+            lines = streaming.aiter_lines()
+            first = [await anext(lines), await anext(lines)]
+            answers["200"] = streaming
+    assert first == ["retry: 1000", ": connected"]
+    assert sorted(answers) == sorted(described["responses"])
+    for status, response in answers.items():
+        spec = described["responses"][status]
+        assert str(response.status_code) == status
+        assert {name.lower() for name in spec["headers"]} <= set(response.headers), status
+        if status == "200":
+            assert response.headers["content-type"].startswith(spec["media_type"])
+        else:
+            assert response.json()["code"] in spec["codes"], status
+    served = document["paths"][described["path"]]
+    assert set(served) == {"get"}
+    assert served["get"]["operationId"] == described["operation_id"]
+    assert sorted(served["get"]["responses"]) == sorted(described["responses"])

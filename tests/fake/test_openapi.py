@@ -61,7 +61,28 @@ def _contract_view(name: str) -> dict[tuple[str, str], Any]:
             body,
             responses,
         )
+    events = contract.get("service_endpoints", {}).get("events")
+    if events is not None:  # a text/event-stream, not a JSON operation, listed in the document too
+        parameters = {("query", param): (False, _inline(spec)) for param, spec in events["query"].items()}
+        for header, spec in events["request_headers"].items():
+            parameters["header", header] = (False, spec["schema"])
+        responses = {
+            status: (
+                (spec["media_type"], {"type": "string"})
+                if status.startswith("2")
+                else (contract["problem_media_type"], _ref(spec["schema"])),
+                sorted(spec["headers"]),
+                {},
+            )
+            for status, spec in events["responses"].items()
+        }
+        endpoint = (events["path"], events["method"].lower())
+        view[endpoint] = (events["operation_id"], parameters, None, responses)
     return view
+
+
+def _inline(spec: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in spec.items() if k != "description"}
 
 
 def _document_view(document: dict[str, Any]) -> dict[tuple[str, str], Any]:

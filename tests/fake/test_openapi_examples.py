@@ -4,6 +4,7 @@ mock servers (Stoplight Prism ``--errors``), Swagger UI and client generators se
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -39,6 +40,29 @@ def _operations(document: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]
     for methods in document["paths"].values():
         for operation in methods.values():
             yield operation["operationId"], operation
+
+
+def _described(contract: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The contract's operations by name, and the event stream under its ``operation_id``."""
+    events = contract.get("service_endpoints", {}).get("events")
+    extra = {events["operation_id"]: events} if events else {}
+    return {**contract["operations"], **extra}
+
+
+def _event_stream_frames(text: str) -> list[dict[str, Any]]:
+    """An event stream's events as its reader parses them (comments and ``retry`` dropped); each ``data``
+    is the frame's JSON, whose ``id`` and ``type`` are the frame's."""
+    assert text.endswith("\n\n")
+    frames = []
+    for block in text.removesuffix("\n\n").split("\n\n"):
+        fields = dict(line.split(": ", 1) for line in block.split("\n") if not line.startswith(":"))
+        if set(fields) <= {"retry"}:  # comments, and how soon to reconnect
+            continue
+        assert sorted(fields) == ["data", "event", "id"], block
+        data = json.loads(fields["data"])
+        assert (str(data["id"]), data["type"]) == (fields["id"], fields["event"]), block
+        frames.append(data)
+    return frames
 
 
 def _shown(content: dict[str, Any]) -> dict[str, Any]:
@@ -77,17 +101,23 @@ async def test_every_success_response_has_an_example_valid_against_its_schema(
         for status, response in operation["responses"].items():
             if not status.startswith("2") or "content" not in response:
                 continue
-            ((_, content),) = response["content"].items()
+            ((media, content),) = response["content"].items()
             for value in _shown(content).values():
                 assert _errors(document, content["schema"], value) == [], (name, status)
-                schema = contract["operations"][name]["responses"][status]["schema"]
-                assert schema_validator(schema).errors(value) == [], (name, status)
+                described = _described(contract)[name]["responses"][status]
+                if media == "text/event-stream":
+                    assert described["media_type"] == media
+                    frames = _event_stream_frames(value)
+                    assert frames, "the example shows events"
+                    assert [frame["id"] for frame in frames] == sorted({frame["id"] for frame in frames})
+                else:
+                    assert schema_validator(described["schema"]).errors(value) == [], (name, status)
                 checked += 1
     with_body = sum(
         1
-        for op in contract["operations"].values()
+        for op in _described(contract).values()
         for status, spec in op["responses"].items()
-        if status.startswith("2") and spec.get("schema")
+        if status.startswith("2") and (spec.get("schema") or spec.get("media_type"))
     )
     assert checked == with_body
 
@@ -104,7 +134,7 @@ async def test_every_problem_response_shows_each_of_its_codes_with_its_own_statu
                 continue
             ((_, content),) = response["content"].items()
             shown = _shown(content)
-            codes = contract["operations"][name]["responses"][status]["codes"]
+            codes = _described(contract)[name]["responses"][status]["codes"]
             assert sorted(shown) == sorted(codes), (name, status)
             for code, value in shown.items():
                 assert _errors(document, content["schema"], value) == [], (name, status, code)
