@@ -79,18 +79,20 @@ def format_findings(findings: list[dict[str, Any]]) -> str:
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
-_MAX_NAME = 200  # characters before ``.json``: file systems take 255 bytes
-
-
 def dump_file_name(nodeid: str, fake: int = 1) -> str:
     """The node id with every character outside ``A-Za-z0-9._-`` replaced by ``_``, plus ``.json``
     (the test's second fake and on: ``.fake2.json``, …). A longer one keeps its first characters,
     and one whose id has characters beyond a path's and ``::`` (a parametrized test's ``[a/b]`` and
-    ``[a_b]`` would meet), ends with 16 hex digits of the id's SHA-256: two ids, two files."""
+    ``[a_b]`` would meet), ends with hex digits of the id's SHA-256: two ids, two files (the rule
+    and its numbers: ``dump_on_failure`` in contracts/fake-control.contract.json)."""
+    from lucy_memory._contract import load_contract  # only once a test failed
+
+    rule = load_contract("fake-control")["dump_on_failure"]
+    longest, digits = int(rule["max_name_chars"]), int(rule["digest_hex_digits"])
     name = _UNSAFE.sub("_", nodeid)
-    digest = hashlib.sha256(nodeid.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-    if len(name) > _MAX_NAME:
-        name = f"{name[: _MAX_NAME - 17]}-{digest}"
+    digest = hashlib.sha256(nodeid.encode("utf-8", "surrogatepass")).hexdigest()[:digits]
+    if len(name) > longest:
+        name = f"{name[: longest - digits - 1]}-{digest}"
     elif _UNSAFE.search(nodeid.replace("::", "").replace("/", "")):
         name = f"{name}-{digest}"
     return name + ("" if fake == 1 else f".fake{fake}") + ".json"

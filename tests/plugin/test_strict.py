@@ -3,6 +3,7 @@ user runs it, on test files of their own (pytester)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 
@@ -12,6 +13,7 @@ import pytest
 from fake_lucy.testing import LiveServer
 from fake_lucy.testing.strict import dump_file_name
 from fake_lucy.testing.tls import shared_tls_context
+from lucy_memory._contract import load_contract
 
 HEADER = """
 import json
@@ -342,6 +344,28 @@ async def test_with_a_file_that_is_no_snapshot(lucy_client):
         ]
     )
     assert "Traceback" not in result.stdout.str()
+
+
+def test_a_dump_is_named_as_the_contract_says() -> None:
+    """SPEC 3.9's name (the node id, characters outside ``A-Za-z0-9._-`` as ``_``, plus ``.json``), and
+    the choice ``dump_on_failure`` in contracts/fake-control.contract.json adds where two tests could
+    meet in one file: a digest of the id after an id with other characters, or a shortened long name."""
+    rule = load_contract("fake-control")["dump_on_failure"]
+    longest, digits = rule["max_name_chars"], rule["digest_hex_digits"]
+
+    def digest(nodeid: str) -> str:
+        return hashlib.sha256(nodeid.encode()).hexdigest()[:digits]
+
+    plain = "tests/test_x.py::TestA::test_b-c.d"
+    assert dump_file_name(plain) == "tests_test_x.py__TestA__test_b-c.d.json"
+    assert dump_file_name(plain, fake=2) == "tests_test_x.py__TestA__test_b-c.d.fake2.json"
+    bracketed = "test_x.py::test_b[a/b]"
+    assert dump_file_name(bracketed) == f"test_x.py__test_b_a_b_-{digest(bracketed)}.json"
+    long = "test_x.py::test_b" + "y" * 300
+    assert dump_file_name(long) == f"{'test_x.py__test_b' + 'y' * 300}"[: longest - digits - 1] + (
+        f"-{digest(long)}.json"
+    )
+    assert len(dump_file_name(long).removesuffix(".json")) == longest
 
 
 def test_a_long_test_id_gets_a_short_dump_name_and_an_unwritable_dump_never_stops_the_run(
