@@ -476,6 +476,21 @@ class AgentMemoryClient(AsyncClosing):
             if answered_by:
                 earlier.append(answered_by)
             await self._sleep(decision.delay)
+            if self._closed:  # closed while it waited: the attempts made stand, as on any other error
+                if idempotency_key is not None:
+                    self._key_attempts.set(idempotency_key, attempt + 1)
+                tries = attempt + 1 - first_attempt
+                raise ClientClosedError(
+                    f"this client was closed while it waited to retry; the last of this call's {tries}"
+                    f" {'attempt' if tries == 1 else 'attempts'} was answered {response.status}, and if one"
+                    f" executed, proposing again with idempotency_key {idempotency_key} replays its answer"
+                    " without a second charge",
+                    operation=operation.name,
+                    idempotency_key=idempotency_key,
+                    attempts=tries,
+                    status=response.status,
+                    request_id=answered_by,
+                )
             attempt += 1
 
     @contextlib.contextmanager

@@ -54,7 +54,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, TypedDict, Unpack
 
 from lucy_memory._contract import SchemaError, load_contract
-from lucy_memory.retry import MAX_RETRY_AFTER_SECONDS
+from lucy_memory.retry import MAX_RETRY_AFTER_SECONDS, RETRYABLE_STATUSES
 
 __all__ = [
     "APIError",
@@ -134,8 +134,13 @@ class LucyMemoryError(Exception):
         self.attempts = context.get("attempts", 0)
         self.retry_after = context.get("retry_after")
         self.detail = message
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        # from the attributes as they are now: a count the client corrects after the error was made
+        # (a recovery call's own attempts) is the count the message gives
         outcome = self._outcome()
-        super().__init__(f"{self.code}: {_sentence(message)}" + (f" {outcome}" if outcome else ""))
+        return f"{self.code}: {_sentence(self.detail)}" + (f" {outcome}" if outcome else "")
 
     def _outcome(self) -> str:
         """The sentence after the message that says what happened and what is safe to do."""
@@ -143,8 +148,13 @@ class LucyMemoryError(Exception):
             return "Nothing was sent and nothing was charged."
         subject = _CHARGING_WITHOUT_IDEMPOTENCY.get(self.operation or "")
         if subject is not None:
-            if self.status is not None and self.status < 500:  # refused before it executed
+            if self.status is not None and 400 <= self.status < 500:  # refused before it executed
                 return f"Nothing was executed or charged. {subject} is never retried automatically."
+            if self.status is not None and self.status < 400:  # answered: it executed, and was charged
+                return (
+                    f"It executed and was charged, but its answer cannot be used. {subject} is never retried"
+                    " automatically; repeating it charges again."
+                )
             # a 5xx or no answer: it may have executed (and been charged) before the failure
             return f"{subject} is never retried automatically; repeating it may charge again."
         if self.operation == "propose" and self.idempotency_key is not None:
@@ -157,8 +167,23 @@ class LucyMemoryError(Exception):
                     f" {MAX_RETRY_AFTER_SECONDS:g} s this SDK waits by itself: propose again with that key"
                     " after the wait."
                 )
+            elif self.retries_used_up:
+                outcome += (
+                    " Its automatic retries are used up: propose again with that key later, once the"
+                    " service recovers, not at once (Lucy's rules give a key three attempts in a row)."
+                )
             return outcome
         return ""
+
+    @property
+    def retries_used_up(self) -> bool:
+        """A propose answered 429, 502, 503 or 504 that the SDK did not retry although Lucy's wait was
+        one it takes: its retries were used up (or ``max_retries`` is 0)."""
+        return (
+            self.operation == "propose"
+            and self.status in RETRYABLE_STATUSES
+            and (self.retry_after is None or self.retry_after <= MAX_RETRY_AFTER_SECONDS)
+        )
 
     def __repr__(self) -> str:
         return (
@@ -251,7 +276,9 @@ class ConnectionFailedError(LucyMemoryError):
 
 
 class ClientClosedError(LucyMemoryError):
-    """The client (or its transport) was closed: nothing was sent and nothing was charged."""
+    """The client (or its transport) was closed: before a call was sent, nothing was sent and nothing
+    was charged (``attempts`` 0); while a propose waited to retry, the error carries the attempts
+    made, the last one's ``status`` and the key, and the message says so."""
 
     code = "client_closed"
 

@@ -191,6 +191,11 @@ class _Judge:
         store.add_finding(self.conn, record)
         self.found.append(record)
 
+    def forgotten(self, row: WatchRecord) -> bool:
+        """Is a remembered failure past the time it is remembered, by real time or by the server
+        clock, whichever passed more (the store drops it by real time alone)."""
+        return self.since(row.answered_us, row.clock_us) > row.expires_us - row.answered_us
+
     def watch_row(
         self, kind: str, subject: str, *, chain: tuple[str, ...], reported: frozenset[str]
     ) -> WatchRecord:
@@ -353,6 +358,8 @@ class _Judge:
         rows = self.watched(wanted)
         body_row = rows.get(("propose", body))
         key_row = None if key is None else rows.get(("key", key))
+        if key_row is not None and self.forgotten(key_row):
+            key_row = None  # a repeat after the key's failures were forgotten starts a new chain
         if key is not None:
             self.payload_changed(key)
             if body_row is not None:

@@ -175,6 +175,24 @@ async def test_a_retry_that_waits_out_retry_after_on_the_fake_clock_is_no_findin
     assert await _findings(admin) == []
 
 
+async def test_a_key_repeated_once_its_failures_are_forgotten_on_the_fake_clock_is_no_finding(
+    naive, admin
+) -> None:
+    """Three attempts answered 503, then the key again 10 minutes later by the fake's clock (as by
+    real time): a new start, not a fourth attempt. A minute sooner it is one."""
+    await admin.add_fault("propose", 503, retry_after=0, count=6)
+    for n in range(3):
+        assert (await naive.propose("polite-key", **{"Lucy-Retry-Attempt": str(n)})).status_code == 503
+    await admin.advance_clock(601)
+    assert (await naive.propose("polite-key")).status_code == 503
+    assert await _findings(admin) == []
+    for n in (1, 2):
+        assert (await naive.propose("polite-key", **{"Lucy-Retry-Attempt": str(n)})).status_code == 503
+    await admin.advance_clock(540)
+    assert (await naive.propose("polite-key")).status_code == 201
+    assert [code for code, _ in await _findings(admin)] == ["too_many_retries"]
+
+
 async def test_a_retry_after_retry_after_0_is_no_finding(naive, admin) -> None:
     await admin.add_fault("propose", 503, retry_after=0, count=2)
     statuses = [

@@ -237,21 +237,40 @@ async def test_injected_service_failures_name_the_code(fake, admin, status, code
         assert "wait 7 s" in text
 
 
-async def test_propose_retried_out_on_503_gives_the_key_to_repeat_with(fake, admin) -> None:
+async def test_propose_retried_out_on_503_says_repeat_with_the_key_later_not_at_once(fake, admin) -> None:
+    """Lucy's rules give a key three attempts in a row: after them the advice is to repeat later, and
+    a repeat once the fake has forgotten the failures (10 minutes of its clock) is no finding."""
     await admin.add_fault("propose", 503, count=3)
     sleeps = RecordingSleep()
     async with connect(fake, sleep=sleeps) as client:
         result = await client.call_tool("memory_propose", proposal_args())
         text = _error_text(result)
         key = text.split("idempotency_key: ", 1)[1].split(" ", 1)[0]
+        await admin.advance_clock(601)
         again = await client.call_tool("memory_propose", proposal_args())
     assert text.startswith("Error unavailable (HTTP 503) from propose")
     assert len(sleeps.delays) == 2
     assert (
-        f"Safe next step: call memory_propose again with the same arguments and idempotency_key {key}" in text
-    )
+        "Its automatic retries are used up: tell the user the memory service is failing, and call"
+        f" memory_propose again with the same arguments and idempotency_key {key} later, not at once"
+    ) in text
+    assert "Safe next step" not in text
     assert again.structured_content is not None
     assert again.structured_content["idempotency_key"] == key
+    assert await admin.findings() == []
+
+
+async def test_propose_whose_retry_waits_past_the_limit_gives_the_key_to_repeat_with_after_it(
+    fake, admin
+) -> None:
+    await admin.add_fault("propose", 429, retry_after=90)
+    async with connect(fake) as client:
+        text = _error_text(await client.call_tool("memory_propose", proposal_args()))
+    key = text.split("idempotency_key: ", 1)[1].split(" ", 1)[0]
+    assert text.startswith("Error rate_limited (HTTP 429) from propose")
+    assert "The service asked to wait 90 s." in text
+    same_key = f"call memory_propose again with the same arguments and idempotency_key {key}"
+    assert f"Safe next step: {same_key}" in text
 
 
 async def test_a_lost_propose_response_says_repeat_with_the_key_and_that_replays(fake, admin) -> None:

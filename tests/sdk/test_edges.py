@@ -164,3 +164,69 @@ async def test_a_replay_of_what_an_earlier_attempt_of_the_call_saved_is_recovere
     again = await client.propose(proposal_json(), idempotency_key="k-recovered")
     assert (again.replayed, again.recovered, again.attempts) == (True, False, 1)
     assert [row["operation"] for row in await admin.ledger()] == ["propose"]
+
+
+@pytest.mark.parametrize("operation", ["recall", "proposal_status"])
+async def test_an_unreadable_answer_to_a_charging_call_says_it_was_charged(fake, operation) -> None:
+    """A 200 executed and was charged: the error must not say nothing was."""
+
+    def without_credits(response: TransportResponse) -> TransportResponse:
+        data = json.loads(response.body)
+        del data["credits"]
+        return replace(response, body=json.dumps(data).encode())
+
+    async with AgentMemoryClient(transport=http_transport(fake), token=DEV_TOKEN, permissions=BOTH) as plain:
+        proposal_id = (await plain.propose(proposal_json(), idempotency_key="k-read")).proposal.id
+    recorder = Recorder(http_transport(fake), rewrite_response=without_credits)
+    async with AgentMemoryClient(transport=recorder, token=DEV_TOKEN, permissions=BOTH) as client:
+        call = (
+            client.recall('{"query": "database"}')
+            if operation == "recall"
+            else client.proposal_status(json.dumps({"proposal_id": proposal_id}))
+        )
+        with pytest.raises(InvalidResponseError) as caught:
+            await call
+    message = str(caught.value)
+    assert caught.value.status == 200
+    assert "Nothing was executed or charged" not in message
+    assert "It executed and was charged" in message
+    assert "repeating it charges again" in message
+
+
+async def test_closing_the_client_while_a_propose_waits_to_retry_keeps_its_attempts_and_key(
+    fake, admin
+) -> None:
+    """The first attempt was sent and answered 503 (after the fake executed it): the error counts it,
+    says so, and the key's next use goes on from it."""
+    await admin.add_fault("propose", 503, phase="after_commit", retry_after=1)
+    recorder = Recorder(http_transport(fake))
+
+    async def close_while_waiting(seconds: float) -> None:
+        await client.aclose()
+
+    client = AgentMemoryClient(
+        transport=recorder, token=DEV_TOKEN, permissions=BOTH, sleep=close_while_waiting
+    )
+    with pytest.raises(ClientClosedError) as caught:
+        await client.propose(proposal_json(), idempotency_key="k-closing")
+    error = caught.value
+    assert (error.attempts, error.status, error.idempotency_key) == (1, 503, "k-closing")
+    assert str(error.request_id).startswith("req_")
+    assert "nothing was sent" not in str(error)
+    assert "the last of this call's 1 attempt was answered 503" in str(error)
+    assert "idempotency_key k-closing" in str(error)
+    assert len(recorder.requests) == 1
+    assert [row["operation"] for row in await admin.ledger()] == ["propose"]  # it did execute
+
+
+async def test_a_recovery_calls_lost_response_gives_one_count_in_its_attempts_and_its_message(fake) -> None:
+    lost = httpx.ReadTimeout("timed out")
+    transport = RaisingTransport(lost)
+    client = AgentMemoryClient(transport=transport, token=DEV_TOKEN, permissions=BOTH, sleep=_no_sleep)
+    with pytest.raises(ResponseLostError):
+        await client.propose(proposal_json(), idempotency_key="k-twice")
+    with pytest.raises(ResponseLostError) as caught:
+        await client.propose(proposal_json(), idempotency_key="k-twice")  # the recovery, lost again
+    assert transport.sent[-1].attempt == 1  # the key's second attempt …
+    assert caught.value.attempts == 1  # … and this call's first
+    assert "failed after 1 attempt with idempotency_key k-twice" in str(caught.value)

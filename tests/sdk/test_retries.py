@@ -74,6 +74,8 @@ async def test_propose_gives_up_after_three_attempts_of_a_retryable_status(
     error = caught.value
     assert (error.status, error.attempts, error.idempotency_key) == (status, 3, "my-key-1")
     assert "my-key-1" in str(error)
+    assert error.retries_used_up
+    assert "Its automatic retries are used up: propose again with that key later" in str(error)
     rows = await _propose_rows(live_admin)
     assert [row["status"] for row in rows] == [status] * 3
     assert [row["retry_attempt"] for row in rows] == [0, 1, 2]
@@ -197,6 +199,8 @@ async def test_retry_after_over_60_seconds_is_not_retried_and_is_on_the_error(
 
     assert caught.value.retry_after == 61
     assert caught.value.attempts == 1
+    assert not caught.value.retries_used_up
+    assert "retries are used up" not in str(caught.value)
     assert "Lucy asked to wait 61 s, longer than the 60 s this SDK waits by itself" in str(caught.value)
     assert sleeps.delays == []
     assert len(await _propose_rows(live_admin)) == 1

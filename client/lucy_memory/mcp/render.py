@@ -13,6 +13,7 @@ from decimal import Decimal
 
 from lucy_memory._contract import IDEMPOTENCY_KEY_RULE
 from lucy_memory.errors import (
+    ClientClosedError,
     ConnectionFailedError,
     InvalidRequestError,
     InvalidResponseError,
@@ -218,6 +219,12 @@ def _next_step(error: LucyMemoryError, operation: str) -> str:
             f"The outcome is unknown: the {operation} may have executed and been charged; repeating it "
             "may charge again."
         )
+    if isinstance(error, ClientClosedError) and error.attempts:  # closed while it waited to retry
+        return (
+            "This server's connection to the memory service was closed while it waited to retry; an"
+            f" attempt may have executed. Safe next step: {same_key} once the server runs again (a replay"
+            " if an attempt executed)."
+        )
     if isinstance(error, ConnectionFailedError):
         refused = _NEXT["connection_failed"]
         if operation == "propose" and key is not None:
@@ -243,7 +250,12 @@ def _next_step(error: LucyMemoryError, operation: str) -> str:
     if error.retry_after is not None:
         advice += f" The service asked to wait {error.retry_after:g} s."
     if error.retryable or error.code in _SERVER_SIDE:
-        if operation == "propose" and key is not None:
+        if operation == "propose" and key is not None and error.retries_used_up:
+            advice += (
+                " Its automatic retries are used up: tell the user the memory service is failing, and"
+                f" {same_key} later, not at once (a replay if an attempt executed)."
+            )
+        elif operation == "propose" and key is not None:
             advice += f" Safe next step: {same_key} (a replay if the first one executed)."
         elif operation != "propose":
             advice += f" Repeating {operation} may charge a credit if it executes."
