@@ -195,6 +195,28 @@ async def test_a_client_name_that_looks_like_a_secret_is_400_and_never_stored(ap
     assert (await admin.proposals())["items"] == []
 
 
+async def test_tokens_the_fake_issued_to_others_are_secrets_in_content_keys_and_never_in_a_snapshot(
+    fake, api, admin
+) -> None:
+    """Not the caller's own token: a tenant admin's, and another credential's. As a key they are 400
+    and never journaled; in content the proposal is rejected, and no snapshot holds either."""
+    tenant_admin = (await admin.create_tenant("tenant-secrets"))["admin_token"]
+    other = (await admin.create_credential("tenant_dev", scopes=[PROJECT]))["token"]
+    for token in (tenant_admin, other):
+        refused = await propose(api, key=token)
+        assert (refused.status_code, refused.json()["code"]) == (400, "invalid_header")
+        assert token not in refused.text
+        answer = await propose(api, proposal_body(f"The CI agent uses {token} from now on."))
+        proposal = answer.json()["proposal"]
+        assert (proposal["status"], proposal["reason"]) == ("rejected", "secret_detected")
+    async with fake.client(fake.admin_token) as http:
+        snapshot = (await http.get("/_fake/snapshot", params={"include_journal": "true"})).text
+    for token in (tenant_admin, other):
+        assert token not in snapshot
+        assert token not in str(await admin.requests())
+        assert token.encode() not in _database_bytes(fake)
+
+
 async def test_an_ordinary_client_name_and_key_are_still_accepted(api) -> None:
     response = await propose(api, key="retry-0001", headers={"Lucy-Client-Name": "ci%20bot%20%E2%9C%93"})
     assert response.status_code == 201, response.text
