@@ -440,8 +440,11 @@ class ControlApi:
             scope = admin_scope(self.fake, token)
             _only_query(request.query_params, EVENTS_QUERY)
             resume = last_event_id(request.headers, request.query_params)
+            await self._body(request, None, self.max_body)  # a GET: no body but {} (the body_rule)
         except DomainError as error:
             return problem_response(error, request_id)
+        except inputs.ClientGone:
+            return client_gone(request)
         assert token is not None  # an admin's
         # A tenant admin sees its tenant's events and the server-wide ones, and only while its token
         # still acts for the tenant (the stream ends once the tenant is deleted).

@@ -22,6 +22,7 @@ from tests.helpers import proposal_body, propose, recall
 pytestmark = pytest.mark.anyio
 
 STREAM = {"Accept": "text/event-stream"}
+JSON_BODY = {"Content-Type": "application/json"}
 
 
 async def test_a_proposal_made_over_v1_is_a_proposal_created_event_with_an_id(
@@ -314,11 +315,26 @@ async def test_every_answer_of_the_stream_is_one_the_contract_and_the_control_op
         answers["400"] = await http.get("/_fake/events", headers={**STREAM, "Last-Event-ID": "12x"})
         answers["405"] = await http.post("/_fake/events", headers=STREAM)
         answers["422"] = await http.get("/_fake/events?after=-1", headers=STREAM)
+        answers["413"] = await http.request(
+            "GET", "/_fake/events", content=b"{" + b" " * 70_000 + b"}", headers={**STREAM, **JSON_BODY}
+        )
+        answers["415"] = await http.request("GET", "/_fake/events", content=b"xx", headers=STREAM)
+        refused_bodies = [
+            await http.request("GET", "/_fake/events", content=b"{", headers={**STREAM, **JSON_BODY}),
+            await http.request("GET", "/_fake/events", content=b'{"a": 1}', headers={**STREAM, **JSON_BODY}),
+        ]
+        braces = {"content": b"{}", "headers": {**STREAM, **JSON_BODY}}
+        async with http.stream("GET", "/_fake/events", **braces) as empty:
+            assert empty.status_code == 200  # {} is no body
         async with http.stream("GET", "/_fake/events", headers=STREAM) as streaming:
             lines = streaming.aiter_lines()
             first = [await anext(lines), await anext(lines)]
             answers["200"] = streaming
     assert first == ["retry: 1000", ": connected"]
+    assert [(r.status_code, r.json()["code"]) for r in refused_bodies] == [
+        (400, "invalid_json"),
+        (422, "invalid_request"),
+    ]
     assert sorted(answers) == sorted(described["responses"])
     for status, response in answers.items():
         spec = described["responses"][status]
