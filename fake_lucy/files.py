@@ -1,6 +1,7 @@
 """Files written whole or not at all: to a temporary file in the target's directory, flushed and
 fsynced, then renamed over the target (and the directory fsynced), so the file is always either the
-previous one or a complete new one, whenever the process is stopped or killed."""
+previous one or a complete new one, whenever the process is stopped or killed. A link is followed
+(the file it points at is replaced), and a pipe or a terminal (``/dev/stdout``) is written into."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import TextIO
 
-__all__ = ["check_writable", "flush_standard_streams", "quiet_stream", "write_atomically"]
+__all__ = ["check_writable", "flush_standard_streams", "is_stream", "quiet_stream", "write_atomically"]
 
 
 def quiet_stream(stream: TextIO) -> None:
@@ -36,10 +37,40 @@ def flush_standard_streams() -> None:
                 pass
 
 
+def is_stream(path: Path) -> bool:
+    """Is ``path`` (its links followed) a pipe or a character device (``/dev/stdout``, a FIFO,
+    ``/dev/null``): written into as it is, never replaced by a file."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:  # nothing there (yet), or a link to nothing
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)
+
+
+def _target(path: Path) -> Path:
+    """The file that ``path`` names: a link's target (the link stays a link, and the file it points
+    at is the one replaced); anything there but a regular file or a stream is ``ValueError``."""
+    try:
+        mode: int | None = path.stat().st_mode
+    except OSError:  # nothing there, or a file on the way (the checks of the folders say which)
+        mode = None
+    if mode is not None and stat.S_ISDIR(mode):
+        raise ValueError(f"{path} is a folder, not a file")
+    if mode is not None and not stat.S_ISREG(mode):
+        raise ValueError(f"{path} is neither a regular file nor a pipe or a terminal, so it is not written")
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
+
+
 def write_atomically(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` through a temporary file renamed over it (fsynced, the rename
     too). The file keeps the mode it had; a new one gets what ``open`` would give it (0o666 under
-    the umask), not the temporary file's 0o600."""
+    the umask), not the temporary file's 0o600. A link is followed (its target is replaced, the link
+    stays); a pipe or a character device (``/dev/stdout``) is written into as it is."""
+    if is_stream(path):
+        with path.open("wb") as stream:
+            stream.write(data)
+        return
+    path = _target(path)
     directory = path.parent if str(path.parent) else Path()
     directory.mkdir(parents=True, exist_ok=True)
     try:
@@ -87,9 +118,13 @@ def check_writable(path: Path) -> None:
     are made then); an empty file (in ``path``'s own folder) or folder (in the nearest ancestor, when
     folders are to be made) is made there and removed, as permissions alone do not tell (root on a
     read-only or pseudo file system such as ``/proc``).
-    ``ValueError`` saying what is in the way."""
-    if path.is_dir():
-        raise ValueError(f"{path} is a folder, not a file")
+    ``ValueError`` saying what is in the way. A pipe or a character device needs only to be
+    writable; a link is checked where it points."""
+    if is_stream(path):
+        if not os.access(path, os.W_OK):
+            raise ValueError(f"{path} cannot be written: no permission")
+        return
+    path = _target(path)
     ancestor = path.parent if str(path.parent) else Path()
     while not ancestor.exists():
         if ancestor.is_symlink():  # a link to nothing: mkdir would fail there

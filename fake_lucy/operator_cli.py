@@ -31,7 +31,7 @@ from fake_lucy.domain import findings
 from fake_lucy.domain.clock import parse_timestamp
 from fake_lucy.domain.defaults import DEFAULT_ADMIN_TOKEN
 from fake_lucy.dumps import snapshot_in
-from fake_lucy.files import check_writable, quiet_stream, write_atomically
+from fake_lucy.files import check_writable, is_stream, quiet_stream, write_atomically
 from fake_lucy.text import one_line, pieces, visible
 from lucy_memory._contract import (
     API_BASE_PATH,
@@ -932,13 +932,16 @@ def _snapshot(api: _Api, args: argparse.Namespace, out: TextIO) -> None:
             document = parse_json_object(response.content)
         except InvalidJSONError:
             raise ApiError(f"the answer from {api.url} is not a snapshot (not a JSON object)") from None
+        data = response.content.rstrip(b"\n") + b"\n"  # the bytes as sent
+        stream = is_stream(path)  # /dev/stdout, a pipe: the report goes to stderr, not into it
         try:
-            write_atomically(path, response.content.rstrip(b"\n") + b"\n")  # the bytes as sent
-        except OSError as exc:
-            raise UsageError(f"cannot write {path} ({exc.strerror or exc})") from None
-        size, tenants = path.stat().st_size, len(document.get("tenants") or [])
+            write_atomically(path, data)
+        except (OSError, ValueError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise UsageError(f"cannot write {path} ({reason})") from None
+        size, tenants = len(data), len(document.get("tenants") or [])
         _say(
-            out,
+            sys.stderr if stream else out,
             args,
             {"file": str(path), "bytes": size},
             f"{path} written ({size} bytes, {tenants} tenant(s))",

@@ -59,7 +59,6 @@ def export_file(fake: FakeLucy, path: Path) -> None:
         document = snapshot.export_state(conn, fake_version=__version__)
     try:
         write_atomically(path, json_bytes(document) + b"\n")
-    except OSError as exc:
-        raise OSError(
-            f"cannot write the snapshot {path} ({exc.strerror or exc}); what was there is as it was"
-        ) from None
+    except (OSError, ValueError) as exc:  # ValueError: something there that is no file to replace
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise OSError(f"cannot write the snapshot {path} ({reason}); what was there is as it was") from None

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import http.server
 import io
 import json
+import os
 import re
 import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -712,6 +715,30 @@ def test_snapshot_export_then_import_restores_the_state(
     assert [(p["id"], p["status"]) for p in proposals] == [(kept["id"], "pending")]
     assert later["id"] not in {p["id"] for p in proposals}
     assert control(live, "GET", "/memories")["items"] == []
+
+
+def test_snapshot_export_into_a_pipe_writes_the_snapshot_there_and_reports_on_stderr(
+    live: LiveServer, url: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A pipe (``/dev/stdout`` read by ``jq``, a FIFO) gets the snapshot alone, and stays a pipe;
+    a link is followed: the file it names is replaced, the link stays."""
+    fifo = tmp_path / "state.fifo"
+    os.mkfifo(fifo)
+    with concurrent.futures.ThreadPoolExecutor(1) as reader:
+        read = reader.submit(fifo.read_bytes)
+        code, out, err = fake_lucy(capsys, "snapshot", "export", str(fifo))
+        document = json.loads(read.result(timeout=30))
+    assert (code, out) == (0, "")
+    assert err.startswith(f"{fifo} written (")
+    assert document["format"] == "fake-lucy-snapshot"
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
+    real = tmp_path / "real.json"
+    real.write_text("old")
+    link = tmp_path / "link.json"
+    link.symlink_to(real)
+    assert fake_lucy(capsys, "snapshot", "export", str(link))[0] == 0
+    assert link.is_symlink()
+    assert json.loads(real.read_bytes())["format"] == "fake-lucy-snapshot"
 
 
 def test_snapshot_export_where_no_file_can_be_written_is_one_line_and_exit_2(
