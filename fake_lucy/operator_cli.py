@@ -304,7 +304,11 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     shown = _shown(args.url or os.environ.get("FAKE_LUCY_URL") or DEFAULT_URL)
     try:
         url, token = _target(args)
-        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30) as http:
+        # this machine: never through a proxy from the environment (HTTP_PROXY, ALL_PROXY), which
+        # would see the admin token and cannot reach 127.0.0.1 anyway (a network layer of its own)
+        local = httpx.HTTPTransport() if is_loopback(urlsplit(url).hostname or "") else None
+        headers = {"Authorization": f"Bearer {token}"}
+        with httpx.Client(base_url=url, headers=headers, timeout=30, transport=local) as http:
             # a snapshot's refused fields are pointers into its file, not options
             api = _Api(http, _shown(url), options_named=args.command != "snapshot")
             _HANDLERS[args.command](api, args, out)

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import socket
+import threading
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -50,3 +54,35 @@ async def approved_memory(
     assert response.status_code == 201, response.text
     proposal: dict[str, Any] = await admin.approve(response.json()["proposal"]["id"])
     return proposal
+
+
+@contextlib.contextmanager
+def proxy_trap() -> Iterator[tuple[str, list[bytes]]]:
+    """A proxy's address that answers nothing: every connection made to it is closed at once, and
+    what arrived first is kept in the list (for ``HTTP_PROXY`` / ``HTTPS_PROXY`` / ``ALL_PROXY``)."""
+    arrived: list[bytes] = []
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.05)
+    done = threading.Event()
+
+    def serve() -> None:
+        while not done.is_set():
+            try:
+                connection, _ = listener.accept()
+            except TimeoutError:
+                continue
+            with connection:
+                connection.settimeout(1)
+                try:
+                    arrived.append(connection.recv(65536))
+                except OSError:
+                    arrived.append(b"")
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}", arrived
+    finally:
+        done.set()
+        thread.join(timeout=5)
+        listener.close()

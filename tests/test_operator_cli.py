@@ -29,7 +29,7 @@ from fake_lucy.server_log import RequestLogger
 from fake_lucy.settings import FakeLucySettings
 from fake_lucy.testing import LiveServer, ServeProcess
 from fake_lucy.testing.tls import shared_tls_context
-from tests.helpers import V1, proposal_body
+from tests.helpers import V1, proposal_body, proxy_trap
 
 pytestmark = pytest.mark.slow
 
@@ -715,6 +715,18 @@ def test_snapshot_export_then_import_restores_the_state(
     assert [(p["id"], p["status"]) for p in proposals] == [(kept["id"], "pending")]
     assert later["id"] not in {p["id"] for p in proposals}
     assert control(live, "GET", "/memories")["items"] == []
+
+
+@pytest.mark.parametrize("variable", ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy"])
+def test_a_proxy_in_the_environment_never_sees_a_loopback_fakes_admin_token(
+    live: LiveServer, url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, variable
+) -> None:
+    with proxy_trap() as (proxy, arrived):
+        monkeypatch.setenv(variable, proxy)
+        code, out, err = fake_lucy(capsys, "proposals", "--json")
+    assert (code, err) == (0, "")
+    assert json.loads(out) == []
+    assert arrived == []
 
 
 def test_snapshot_export_into_a_pipe_writes_the_snapshot_there_and_reports_on_stderr(

@@ -222,6 +222,11 @@ class LucyHttpTransport(AsyncClosing):
     ) -> None:
         self.origin = origin
         self.max_retries = max_retries
+        if http_transport is None and _is_loopback(urlsplit(origin).hostname or ""):
+            # this machine: never through a proxy from the environment (HTTP_PROXY, ALL_PROXY),
+            # which would see the token of a cleartext request and cannot reach 127.0.0.1 anyway;
+            # a network layer of its own keeps the environment's certificate settings
+            http_transport = httpx.AsyncHTTPTransport()
         self._http = httpx.AsyncClient(
             base_url=origin + API_PREFIX,
             transport=http_transport,

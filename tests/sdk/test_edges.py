@@ -22,6 +22,7 @@ from lucy_memory import (
     create_lucy_http_transport,
 )
 from lucy_memory.transport import TransportResponse
+from tests.helpers import proxy_trap
 from tests.sdk.helpers import (
     BOTH,
     DEV_TOKEN,
@@ -230,3 +231,15 @@ async def test_a_recovery_calls_lost_response_gives_one_count_in_its_attempts_an
     assert transport.sent[-1].attempt == 1  # the key's second attempt …
     assert caught.value.attempts == 1  # … and this call's first
     assert "failed after 1 attempt with idempotency_key k-twice" in str(caught.value)
+
+
+@pytest.mark.parametrize("variable", ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"])
+async def test_a_proxy_in_the_environment_never_sees_the_token_for_a_loopback_service(
+    live, monkeypatch, variable
+) -> None:
+    with proxy_trap() as (proxy, arrived):
+        monkeypatch.setenv(variable, proxy)
+        transport = create_lucy_http_transport(base_url=live.base_url, allow_insecure_loopback=True)
+        async with AgentMemoryClient(transport=transport, token=DEV_TOKEN, permissions=BOTH) as client:
+            assert (await client.recall('{"query": "database"}')).credits.charged == 1
+    assert arrived == []
