@@ -33,7 +33,7 @@ from fake_lucy.runtime import FakeLucy
 from fake_lucy.server_log import RequestLogger
 from fake_lucy.settings import FakeLucySettings, load_settings
 from fake_lucy.store.connection import storage_failure
-from fake_lucy.text import visible
+from fake_lucy.text import one_line
 from lucy_memory._contract import load_contract
 
 __all__ = ["create_app", "create_app_from_environment"]
@@ -137,7 +137,7 @@ class V1Routes:
 
         await self.app(scope, receive, send_status)
         assert self.pipeline.log is not None
-        shown = visible(f"{scope['method']} {scope['path'][len(self.base) :] or '/'}")
+        shown = one_line(f"{scope['method']} {scope['path'][len(self.base) :] or '/'}")  # never two lines
         self.pipeline.log(shown, None, status[0] if status else None, (time.perf_counter() - started) * 1000)
 
 

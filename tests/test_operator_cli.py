@@ -1036,10 +1036,12 @@ async def test_the_server_log_has_a_line_for_a_v1_path_no_operation_has(tmp_path
         wrong = await client.get(V1 + "/recall", headers=auth)
         served = await client.post(V1 + "/recall", json={"query": "x"}, headers=auth)
         control = await client.get("/_fake/clock", headers={"Authorization": f"Bearer {fake.admin_token}"})
+        forged = await client.get(V1 + "/x%0a12:00:00.000  propose 201%1b[31m", headers=auth)
     fake.close()
-    assert [r.status_code for r in (unknown, wrong, served, control)] == [404, 405, 200, 200]
+    assert [r.status_code for r in (unknown, wrong, served, control, forged)] == [404, 405, 200, 200, 404]
     lines = written.getvalue().splitlines()
-    assert len(lines) == 3  # the v1 requests; the control API's never
+    assert len(lines) == 4  # the v1 requests; the control API's never
+    assert "GET /x⟨U+000A⟩12:00:00.000  propose 201⟨U+001B⟩[31m" in lines[3]  # one line, nothing forged
     assert [line.split()[1:4] for line in lines[:2]] == [["POST", "/recal", "404"], ["GET", "/recall", "405"]]
     assert lines[2].split()[1:3] == ["recall", "200"]
     assert DEV_TOKEN not in written.getvalue()
