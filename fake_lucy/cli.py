@@ -9,6 +9,7 @@ imports this module again before it loads the app), does not pay for what it doe
 from __future__ import annotations
 
 import argparse
+import io
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -78,6 +79,10 @@ def _command_parser(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if argv is None:  # the program itself: what its output's encoding lacks is escaped, never a traceback
+        for stream in (sys.stdout, sys.stderr):
+            if isinstance(stream, io.TextIOWrapper):
+                stream.reconfigure(errors="backslashreplace")
     parser = _parser()
     given = list(sys.argv[1:] if argv is None else argv)
     args, unknown = parser.parse_known_args(given)

@@ -345,6 +345,8 @@ CLOSED_PIPE = 141  # 128 + SIGPIPE, as shells report a command whose reader went
 
 def _target(args: argparse.Namespace) -> tuple[str, str]:
     url = (args.url or os.environ.get("FAKE_LUCY_URL") or DEFAULT_URL).rstrip("/")
+    if url != url.strip():
+        raise UsageError(f"{_shown(url)!r} has white space around it; give the URL alone")
     try:
         parts = urlsplit(url)
         host = parts.hostname  # reading it checks a bracketed IPv6 address
@@ -356,12 +358,16 @@ def _target(args: argparse.Namespace) -> tuple[str, str]:
         host = None
     if host is None or parts.scheme not in ("http", "https"):
         raise UsageError(f"{_shown(url)!r} is not an http(s) URL of a running fake")
-    if parts.path.endswith(API_BASE_PATH):  # the v1 API's address, which an MCP host is given
-        own = urlunsplit(parts._replace(path=parts.path.removesuffix(API_BASE_PATH), query="", fragment=""))
-        raise UsageError(
-            f"{_shown(url)} is the address of the fake's v1 API; the operator commands need the fake's"
-            f" own: {_shown(own)}"
-        )
+    for suffix, what in ((API_BASE_PATH, "v1 API"), ("/_fake", "control API")):
+        if parts.path.endswith(suffix):  # the v1 API's address (an MCP host's), the control API's
+            own = urlunsplit(parts._replace(path=parts.path.removesuffix(suffix), query="", fragment=""))
+            raise UsageError(
+                f"{_shown(url)} is the address of the fake's {what}; the operator commands need the"
+                f" fake's own: {_shown(own)}"
+            )
+    if parts.query or parts.fragment:
+        own = urlunsplit(parts._replace(query="", fragment=""))
+        raise UsageError(f"{_shown(url)} holds a query or a fragment; the fake's address is {_shown(own)}")
     token_file = args.admin_token_file or os.environ.get("FAKE_LUCY_ADMIN_TOKEN_FILE")
     if token_file:
         try:
@@ -412,8 +418,11 @@ class _Api:
         query = {k: v for k, v in (params or {}).items() if v is not None}
         try:
             response = self.http.request(method, "/_fake" + path, params=query, **options)
-        except httpx.TransportError as exc:
+        except (httpx.ConnectError, httpx.ConnectTimeout, httpx.UnsupportedProtocol) as exc:
             raise ApiError(f"cannot reach {self.url} ({_reason(exc)})") from None
+        except httpx.TransportError as exc:  # sent, but no (whole) answer came
+            done = "" if method == "GET" else "; what was sent may have been done"
+            raise ApiError(f"no answer from {self.url} ({_reason(exc)}){done}") from None
         if response.status_code >= 400:
             _answer(response, self.url, options_named=self.options_named)
         return response

@@ -338,6 +338,38 @@ def test_a_token_no_header_can_carry_or_a_broken_url_is_one_line_and_exit_2(
             assert err.endswith(
                 f" is the address of the fake's v1 API; the operator commands need the fake's own: {given}\n"
             )
+    # the control API's address, a query or a fragment, white space around it: said, not a 404
+    for given, said in (
+        ("http://127.0.0.1:8787/_fake", "is the address of the fake's control API; the operator commands"),
+        ("http://127.0.0.1:8787?x=1", "holds a query or a fragment; the fake's address is"),
+        ("http://127.0.0.1:8787/#top", "holds a query or a fragment; the fake's address is"),
+        (" http://127.0.0.1:8787", "has white space around it"),
+        ("http://127.0.0.1:8787 ", "has white space around it"),
+    ):
+        code, _, err = fake_lucy(capsys, "proposals", "--url", given)
+        assert code == 2, given
+        assert said in err, given
+        assert len(err.splitlines()) == 1
+
+
+def test_a_request_sent_but_never_answered_is_no_answer_not_cannot_reach(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A change that was sent may have been done: the error says so, and does not claim the fake
+    could not be reached."""
+    with proxy_trap() as (silent, arrived):  # reads the request, closes the connection unanswered
+        monkeypatch.setenv("FAKE_LUCY_URL", silent)
+        listed = fake_lucy(capsys, "proposals")
+        approved = fake_lucy(capsys, "approve", "prop_x")
+    assert len(arrived) == 2
+    for code, out, err in (listed, approved):
+        assert (code, out) == (1, "")
+        assert err.startswith("fake-lucy: ")
+        assert f"no answer from {silent} (Server disconnected" in err
+        assert len(err.splitlines()) == 1
+        assert "cannot reach" not in err
+    assert not listed[2].rstrip().endswith("may have been done")
+    assert approved[2].rstrip().endswith("; what was sent may have been done")
 
 
 def test_faults_add_gives_drop_connection_and_hold_ms_the_one_phase_they_go_with(
@@ -1045,3 +1077,18 @@ async def test_the_server_log_has_a_line_for_a_v1_path_no_operation_has(tmp_path
     assert [line.split()[1:4] for line in lines[:2]] == [["POST", "/recal", "404"], ["GET", "/recall", "405"]]
     assert lines[2].split()[1:3] == ["recall", "200"]
     assert DEV_TOKEN not in written.getvalue()
+
+
+def test_output_an_encoding_cannot_hold_is_escaped_not_a_traceback(live: LiveServer, url: str) -> None:
+    """A terminal or pipe whose encoding lacks a character the table holds (PYTHONIOENCODING=ascii,
+    a Windows code page): the character is escaped."""
+    propose(live, "Café ⟨menu⟩ on Fridays.")
+    finished = subprocess.run(  # noqa: S603 - our own console script
+        [str(Path(sys.executable).with_name("fake-lucy")), "proposals"],
+        env={**os.environ, "PYTHONIOENCODING": "ascii"},
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert (finished.returncode, finished.stderr) == (0, b"")
+    assert b"Caf\\xe9 \\u27e8menu\\u27e9" in finished.stdout
