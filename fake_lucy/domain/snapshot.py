@@ -570,10 +570,22 @@ def _same_named(item: dict[str, Any], table: str) -> dict[str, Any]:
     return {name: item[name] for name in _SAME_NAMED[table]}
 
 
-def _insert(conn: sqlite3.Connection, table: str, values: dict[str, Any], pointer: str) -> int:
+def _insert(
+    conn: sqlite3.Connection,
+    table: str,
+    values: dict[str, Any],
+    pointer: str,
+    unique: dict[str, str] | None = None,
+) -> int:
+    """``unique``: the pointer of each other column that must be unique (a token hash), named when
+    it is that column the row repeats."""
     try:
         return store.insert(conn, table, values)
-    except sqlite3.IntegrityError:
+    except sqlite3.IntegrityError as exc:
+        repeated = str(exc).removeprefix("UNIQUE constraint failed: ")
+        for column, at in (unique or {}).items():
+            if repeated == f"{table}.{column}":
+                raise invalid_field(at, "repeats a value that another item holds") from None
         raise invalid_field(
             pointer, "repeats an id (or an active topic of its scope) held elsewhere"
         ) from None
@@ -609,6 +621,7 @@ def _restore_tenant(
             **({} if place is None else {"rowid": place}),
         },
         f"{base}/id",
+        unique={"admin_token_sha256": f"{base}/admin_token_sha256"},
     )
     create_index(conn, tenant_id)
     for i, account in enumerate(tenant["accounts"]):
@@ -626,7 +639,8 @@ def _restore_tenant(
             "permissions": ",".join(credential["permissions"]),
             "scopes": json.dumps(credential["scopes"]),
         }
-        _insert(conn, "credentials", values, f"{base}/credentials/{i}")
+        pointer = f"{base}/credentials/{i}"
+        _insert(conn, "credentials", values, pointer, unique={"token_sha256": f"{pointer}/token_sha256"})
     for i, memory in enumerate(tenant["memories"]):
         _restore_memory(conn, tenant_id, memory, f"{base}/memories/{i}")
     for i, proposal in enumerate(tenant["proposals"]):

@@ -293,6 +293,34 @@ async def test_a_snapshot_repeating_an_id_is_a_422_with_its_pointer_and_changes_
     assert await _snapshot(fake) == before
 
 
+async def test_a_snapshot_repeating_a_token_hash_is_a_422_at_that_hash_and_changes_nothing(fake) -> None:
+    """Two tenants with one admin token, two credentials with one token: the pointer names the hash
+    (it named the item's id, which repeats nothing)."""
+    async with fake.client(ADMIN_TOKEN) as http:
+        for name in ("tenant-a", "tenant-b"):
+            assert (await http.post("/_fake/tenants", json={"tenant": name})).status_code == 201
+    await _lifecycle(fake)
+    before = await _snapshot(fake)
+    places = {tenant["id"]: i for i, tenant in enumerate(before["tenants"])}
+    a, b = places["tenant-a"], places["tenant-b"]
+    shared_admin = copy.deepcopy(before)
+    shared_admin["tenants"][b]["admin_token_sha256"] = shared_admin["tenants"][a]["admin_token_sha256"]
+    shared_token = copy.deepcopy(before)
+    credentials = shared_token["tenants"][a]["credentials"] + shared_token["tenants"][b]["credentials"]
+    credentials[-1]["token_sha256"] = credentials[0]["token_sha256"]
+    for broken, pointer in (
+        (shared_admin, f"/tenants/{max(a, b)}/admin_token_sha256"),
+        (
+            shared_token,
+            f"/tenants/{b}/credentials/{len(shared_token['tenants'][b]['credentials']) - 1}/token_sha256",
+        ),
+    ):
+        response = await _put(fake, broken)
+        assert response.status_code == 422
+        assert [e["pointer"] for e in response.json()["details"]["errors"]] == [pointer]
+    assert await _snapshot(fake) == before
+
+
 async def test_a_restored_snapshot_brings_back_a_revoked_token_as_it_was(fake) -> None:
     snapshot = await _snapshot(fake)
     created = await fake.admin.create_credential(scopes=[PROJECT])
