@@ -194,6 +194,11 @@ class AgentMemoryClient(AsyncClosing):
         self._clock = clock
         self._random = random
         self._scanner = SecretScanner()
+        pattern = self._scanner.find(client_name, caller_token=token)
+        if pattern is not None:  # Lucy would refuse every request (invalid_header): said now, not echoed
+            raise ConfigurationError(
+                f"client_name looks like a secret (pattern {pattern}); choose another name"
+            )
         # Idempotency-Keys whose propose ended without its answer (lost, or failed with 429, 409
         # or a 5xx), and how many attempts each used: a repeat with the key (the recovery the
         # errors advise) goes on counting from there, its retry header at most ``max_retries``

@@ -100,7 +100,13 @@ async def test_a_client_name_in_the_request_metadata_wins_over_the_initialize_on
 
 
 @pytest.mark.parametrize(
-    ("host", "source"), [("Host\u0085Agent", "HostAgent"), ("Host\ud800 Agent", "Host Agent")]
+    ("host", "source"),
+    [
+        ("Host\u0085Agent", "HostAgent"),
+        ("Host\ud800 Agent", "Host Agent"),
+        # a name that looks like a secret: not sent (Lucy would refuse it), the server's own instead
+        ("agent password=hunter2hunter2", "lucy-memory-mcp"),
+    ],
 )
 async def test_a_host_name_with_characters_the_server_refuses_is_cleaned(fake, host, source) -> None:
     # C1 controls (NEL) and lone surrogates would make every call a 400 invalid_header.

@@ -97,6 +97,21 @@ def test_a_client_name_the_server_would_refuse_is_refused_up_front(name) -> None
     assert "client_name" in str(caught.value)
 
 
+@pytest.mark.parametrize("name", ["ci ghp_1234567890abcdefghijABCDEFGHIJ123456", "password=hunter2hunter2"])
+def test_a_client_name_that_looks_like_a_secret_is_refused_up_front_without_echo(name) -> None:
+    """Lucy answers every request with such a Lucy-Client-Name 400 invalid_header."""
+    with pytest.raises(ConfigurationError) as caught:
+        AgentMemoryClient(
+            transport=object(),  # type: ignore[arg-type]
+            token="a-token-for-the-name-check",
+            permissions=["memory:read"],
+            client_name=name,
+        )
+    assert str(caught.value).startswith("invalid_configuration: client_name looks like a secret (pattern ")
+    assert "hunter2" not in str(caught.value)
+    assert "1234567890" not in str(caught.value)
+
+
 async def test_a_client_name_is_counted_without_its_surrounding_spaces(fake, new_client) -> None:
     client = new_client(fake, client_name="  " + "n" * 100 + "  ")
     proposed = await client.propose(proposal_json())

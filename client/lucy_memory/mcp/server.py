@@ -23,7 +23,7 @@ from mcp.server import Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
 from mcp_types import CLIENT_INFO_META_KEY
 
-from lucy_memory._contract import canonical_sha256, clean_client_name
+from lucy_memory._contract import SecretScanner, canonical_sha256, clean_client_name
 from lucy_memory._recent import RecentCounts
 from lucy_memory.client import AgentMemoryClient
 from lucy_memory.errors import APIError, LucyMemoryError
@@ -104,6 +104,7 @@ class LucyMemoryTools:
         # granted) are a new request, sent under a key of its own (``key-1``, ``key-2``, …), never
         # as a repeat of the refused one. A bounded number of keys; the oldest go first.
         self._refused = RecentCounts(_MAX_REFUSED_KEYS)
+        self._scanner = SecretScanner()
         # Built once now so that a bad token or permission set fails at startup, not on the first call.
         self._client(DEFAULT_SOURCE)
 
@@ -111,6 +112,8 @@ class LucyMemoryTools:
         return f"LucyMemoryTools(transport={self._transport!r}, permissions={list(self._permissions)!r})"
 
     def _client(self, name: str) -> AgentMemoryClient:
+        if name != DEFAULT_SOURCE and self._scanner.find(name, caller_token=self._token) is not None:
+            name = DEFAULT_SOURCE  # a host name Lucy would refuse (invalid_header) is not sent
         client = self._clients.get(name)
         if client is None:
             if len(self._clients) >= _MAX_CLIENTS:
