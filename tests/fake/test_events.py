@@ -335,7 +335,8 @@ async def test_every_answer_of_the_stream_is_one_the_contract_and_the_control_op
         (400, "invalid_json"),
         (422, "invalid_request"),
     ]
-    assert sorted(answers) == sorted(described["responses"])
+    # 431: uvicorn's parser refuses a head over 16 KiB on every path (tests/fake/test_http_parser_errors)
+    assert sorted(answers) == sorted(set(described["responses"]) - {"431"})
     for status, response in answers.items():
         spec = described["responses"][status]
         assert str(response.status_code) == status
