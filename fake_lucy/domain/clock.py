@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from fake_lucy.domain import events
 from fake_lucy.domain.epochs import bump_auth_epoch
 from fake_lucy.domain.errors import DomainError, invalid_field
+from fake_lucy.store import queries
 
 __all__ = [
     "LATEST",
@@ -197,10 +198,15 @@ def advance(conn: sqlite3.Connection, seconds: float, tenant: str | None = None)
 
 
 def _changed(conn: sqlite3.Connection, tenant: str | None) -> dict[str, object]:
-    """The clock's new state, announced as a ``clock.changed`` event (the server clock's is
-    server-wide: every tenant that follows it moved too)."""
+    """The clock's new state, announced as a ``clock.changed`` event. The server clock's is
+    server-wide, and every tenant's clock moved with it: each tenant gets one of its own, with its
+    own clock (a tenant's stream shows that one, not the server's)."""
     current = state(conn, tenant)
     events.emit(conn, "clock.changed", current, at=str(current["now"]), tenant=tenant)
+    if tenant is None:
+        for each in queries.tenant_ids(conn):
+            own = state(conn, each)
+            events.emit(conn, "clock.changed", own, at=str(own["now"]), tenant=each)
     return current
 
 

@@ -79,7 +79,11 @@ def events_after(conn: sqlite3.Connection, after: int, *, tenant: str | None, li
             " AND (tenant_id = ? OR tenant_id IS NULL) ORDER BY seq LIMIT ?",
             (after, tenant, tenant, limit),
         ).fetchall()
-    return [event for r in rows for event in _expand(int(r[0]), r[1], r[2], r[3], r[4]) if event.id > after]
+    events = [event for r in rows for event in _expand(int(r[0]), r[1], r[2], r[3], r[4]) if event.id > after]
+    if tenant is None:
+        return events
+    # the server clock's change is the tenant's in its own event, with its own clock (domain.clock)
+    return [event for event in events if event.tenant_id is not None or event.type != "clock.changed"]
 
 
 def seal(conn: sqlite3.Connection, tenant: str) -> None:

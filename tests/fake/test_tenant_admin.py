@@ -488,8 +488,30 @@ async def test_a_new_tenants_admin_reads_no_event_from_before_the_tenant_was_mad
         FakeAdmin(http, tenant="late-comer").watch(after=0) as stream,
     ):
         first = await stream.next()
-    assert (first.type, first.tenant) == ("clock.changed", None)
+    assert (first.type, first.tenant) == ("clock.changed", "late-comer")  # its own clock's change
     assert parse_timestamp(first.data["now"]) == parse_timestamp((await admin.clock())["now"])
+
+
+async def test_a_server_clock_change_reaches_each_tenant_as_its_own_clock(fake, admin) -> None:
+    """A tenant whose admin moved its clock ahead hears the server admin's advance with its own
+    time, not the server's; the server admin's stream has both."""
+    await admin.set_clock(frozen=True)
+    created = await admin.create_tenant("ahead")
+    async with fake.client(created["admin_token"]) as http:
+        own = FakeAdmin(http, tenant="ahead")
+        await own.advance_clock(3600)
+        async with own.watch() as tenant_stream, fake.admin.watch() as server_stream:
+            await admin.advance_clock(60)
+            heard = await tenant_stream.wait_for("clock.changed", timeout=10)
+            server = await server_stream.wait_for("clock.changed", timeout=10)
+            echoed = await server_stream.wait_for("clock.changed", timeout=10, now=heard.data["now"])
+        tenant_now = (await own.clock())["now"]
+    assert heard.tenant == "ahead"
+    assert parse_timestamp(heard.data["now"]) == parse_timestamp(tenant_now)
+    assert server.tenant is None
+    assert parse_timestamp(server.data["now"]) == parse_timestamp((await admin.clock())["now"])
+    assert parse_timestamp(heard.data["now"]) - parse_timestamp(server.data["now"]) == 3600 * 1_000_000
+    assert echoed.tenant == "ahead"
 
 
 async def test_a_tenant_a_whole_restore_brings_in_reads_no_event_from_before(fake, admin) -> None:
