@@ -52,6 +52,9 @@ class QueueView:
     next_after: int | None
     now: str
     last_event_id: int
+    # the clock of each listed proposal's tenant that is not ``now`` (a tenant admin moved it):
+    # its expiry follows that one
+    tenant_now: dict[str, str] = field(default_factory=dict)
 
 
 def queue(
@@ -75,12 +78,17 @@ def queue(
         )
         for p in page.items
     ]
+    now_us = clock.now_us(conn, tenant)  # a tenant's session: its own clock, which its expiries follow
+    others = {each: clock.now_us(conn, each) for each in {p.tenant_id for p in page.items} - {tenant}}
+    # a clock read a moment later is not another clock: one a second or more apart is
+    apart = {each: us for each, us in others.items() if abs(us - now_us) >= 1_000_000}
     return QueueView(
         items=items,
         pending=review.pending_count(conn, tenant=tenant),
         next_after=page.last,
-        now=clock.now(conn, tenant),  # a tenant's session: its own clock, which its expiries follow
+        now=clock.format_us(now_us),
         last_event_id=events.resume_after(conn, None),
+        tenant_now={each: clock.format_us(us) for each, us in apart.items()},
     )
 
 

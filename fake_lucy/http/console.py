@@ -203,6 +203,17 @@ class Console:
             return False
         return origin.lower() == f"{request.url.scheme}://{host}".lower()
 
+    async def _checked_form(self, request: Request) -> dict[str, str]:
+        """A state change's form, read once the session and the origin are known to be right (a
+        request refused for them is 403 whatever its body); its CSRF token is checked with the
+        action (``_check``)."""
+        with self.fake.db.write() as conn:
+            if self._session(conn, request) is None:
+                raise _NoSession("no session: log in first")
+        if not self._same_origin(request):
+            raise _Refused("the request does not come from this console's origin")
+        return await self._form(request)
+
     @staticmethod
     async def _form(request: Request) -> dict[str, str]:
         media = request.headers.get("content-type", "").partition(";")[0].strip().lower()
@@ -270,7 +281,7 @@ class Console:
         """A state change: session, origin and CSRF checked, then the action in one transaction;
         answered with a redirect to the page it came from (or to what the action returns)."""
         try:
-            form = await self._form(request)
+            form = await self._checked_form(request)
             with self.fake.db.write() as conn:
                 session = self._check(self._session(conn, request), request, form)
                 target = action(conn, session, form)
@@ -376,8 +387,8 @@ def _seconds(text: str) -> float:
         value = float(number)
     except ValueError:
         raise _BadInput("a duration is a number with s, m, h or d (90s, 2h, 7d)") from None
-    if not 0 <= value < 10**9:
-        raise _BadInput("a duration must be positive")
+    if not 0 <= value < 10**9:  # NaN too
+        raise _BadInput("a duration is a number of at least 0 and under 1,000,000,000 (of its unit)")
     return value * (unit or 1)
 
 
@@ -497,11 +508,11 @@ def console_router(fake: FakeLucy, stream: EventStream) -> APIRouter:
 
     async def reset(request: Request) -> Response:
         try:
-            form = await console._form(request)
+            form = await console._checked_form(request)
             with fake.db.write() as conn:
                 session = console._check(console._session(conn, request), request, form)
         except _Refused as exc:
-            return console.message("Refused", str(exc), status=403)
+            return console.message("Refused", str(exc), status=403, login=isinstance(exc, _NoSession))
         except _BadInput as exc:
             return console.message("Bad request", str(exc), status=400)
         if form.get("confirm") != "reset":
@@ -562,12 +573,12 @@ def console_router(fake: FakeLucy, stream: EventStream) -> APIRouter:
 
     async def logout(request: Request) -> Response:
         try:
-            form = await console._form(request)
+            form = await console._checked_form(request)
             with fake.db.write() as conn:
                 console._check(console._session(conn, request), request, form)
                 sessions.end(conn, request.cookies.get(COOKIE, ""))
         except _Refused as exc:
-            return console.message("Refused", str(exc), status=403)
+            return console.message("Refused", str(exc), status=403, login=isinstance(exc, _NoSession))
         except _BadInput as exc:
             return console.message("Bad request", str(exc), status=400)
         response = console.to_login()

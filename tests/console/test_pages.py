@@ -167,6 +167,30 @@ async def test_a_state_change_without_csrf_token_or_same_origin_is_403_and_chang
     assert (await admin.proposals())["items"][0]["status"] == "pending"
 
 
+async def test_a_refused_session_or_origin_is_403_whatever_the_body_and_reset_goes_to_login(
+    fake: InProcessFake, browser: httpx.AsyncClient, api: httpx.AsyncClient, logged_in: str
+) -> None:
+    """The session and the origin are checked before the form is read: an oversized or unreadable
+    body is refused as the request is (403), not answered 400; a reset or logout whose session
+    ended sends the page to the login page, as the other actions do."""
+    created = (await propose(api)).json()["proposal"]
+    path = f"{CONSOLE}/proposals/{created['id']}/approve"
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    for body in (b"csrf_token=" + b"a" * 20_000, b"\xff\xfe"):
+        async with fake.client(None) as stranger:  # no session
+            response = await stranger.post(path, content=body, headers={**form, "Origin": ORIGIN})
+            assert response.status_code == 403
+        foreign = await browser.post(path, content=body, headers={**form, "Origin": "http://evil.test"})
+        assert foreign.status_code == 403
+    async with fake.client(None) as stranger:
+        for action in ("/reset", "/logout"):
+            ended = await stranger.post(
+                CONSOLE + action, data={"confirm": "reset"}, headers={"Origin": ORIGIN}
+            )
+            assert ended.status_code == 403
+            assert "data-login" in ended.text.split("<main", 1)[1], action
+
+
 async def test_approve_reject_and_expire_are_the_control_api_decisions(
     browser: httpx.AsyncClient, api: httpx.AsyncClient, admin: FakeAdmin, logged_in: str
 ) -> None:
@@ -214,6 +238,10 @@ async def test_memories_clock_faults_policy_and_reset_from_the_console(
     assert after["frozen"] is True
     assert after["now"][:13] > before["now"][:13]
     assert (await act(browser, "/clock/advance", logged_in, by="soon")).status_code == 400
+    too_far = await act(browser, "/clock/advance", logged_in, by="1e9")
+    assert too_far.status_code == 400
+    assert "under 1,000,000,000" in too_far.text
+    assert "must be positive" not in too_far.text
     assert (
         await act(browser, "/faults", logged_in, operation="propose", status="503", count="2")
     ).status_code == 303
@@ -493,6 +521,25 @@ async def test_a_tenant_admins_queue_reads_its_own_tenants_clock(
     queue = (await browser.get(CONSOLE + "/")).text
     assert "now 2031-03-01 09:00" in queue
     assert "(in 7d" in queue  # the default 7-day TTL, by the tenant's clock
+
+
+async def test_the_server_admins_queue_counts_down_each_proposal_by_its_tenants_clock(
+    fake: InProcessFake, browser: httpx.AsyncClient, api: httpx.AsyncClient, admin: FakeAdmin
+) -> None:
+    """A tenant admin moved its clock 6 d 20 h on: its proposal expires in 4 h, not in 7 d."""
+    await admin.set_clock(now="2031-03-01T09:00:00Z", frozen=True)
+    made = await admin.create_tenant("tenant-ahead")
+    async with fake.client(made["credential"]["token"]) as tenant_api:
+        await propose(tenant_api, proposal_body("A plan on the tenant's clock."))
+    async with fake.client(made["admin_token"]) as http:
+        await FakeAdmin(http, tenant="tenant-ahead").advance_clock(6 * 86_400 + 20 * 3600)
+    assert (await propose(api, proposal_body("A plan on the server's clock."))).status_code == 201
+    assert (await log_in(browser)).status_code == 303  # the server admin's
+    queue = (await browser.get(CONSOLE + "/")).text
+    assert "now 2031-03-01 09:00" in queue  # the page's clock: the server's
+    assert "(in 4h 0m by its tenant's clock, at 2031-03-08 05:00" in queue
+    assert "(in 7d 0h)" in queue  # the dev tenant's proposal follows the server clock: no note
+    assert queue.count("by its tenant's clock") == 1
 
 
 async def test_the_reset_page_says_what_this_session_s_reset_does(
