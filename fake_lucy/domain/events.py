@@ -143,9 +143,15 @@ def seal_tenant(conn: sqlite3.Connection, tenant: str) -> None:
     store.seal(conn, tenant)
 
 
-def resume_after(conn: sqlite3.Connection, last_event_id: int | None) -> int:
+def resume_after(conn: sqlite3.Connection, last_event_id: int | None, tenant: str | None = None) -> int:
     """Where a new reader starts: after ``Last-Event-ID`` when given (from the oldest event still
     kept when it is older than the history), else after the newest event (new events only).
+
+    ``0`` asks for the history from the start, which is the newest reset the reader sees (a reset
+    is back to a fresh database: what came before is not the state's history), or the oldest event
+    kept when there was none; ``tenant``: a tenant admin's reader, who sees the server's resets and
+    its tenant's. A reader resuming after an id it was given keeps every event since, a reset among
+    them.
 
     An id beyond the newest was given by another database: the fake was started again on a new
     file (``--import`` into a fresh one, say), whose ids begin again at 1. None of its events was
@@ -155,4 +161,7 @@ def resume_after(conn: sqlite3.Connection, last_event_id: int | None) -> int:
     if last_event_id is None:
         return newest
     floor = store.before_oldest(conn)
+    if last_event_id == 0:
+        reset = store.before_latest_reset(conn, tenant)
+        return floor if reset is None else max(reset, floor)
     return floor if last_event_id > newest else max(last_event_id, floor)

@@ -83,7 +83,7 @@ class EventStream:
         tenant: str | None,
         still_allowed: Callable[[], bool] | None = None,
     ) -> StreamingResponse:
-        after = events.resume_after(self.fake.db.conn, resume)
+        after = events.resume_after(self.fake.db.conn, resume, tenant)
         shutdown = (scope.get("extensions") or {}).get(SHUTDOWN_EXTENSION, {}).get("event")
         return StreamingResponse(
             self._frames(after, tenant, shutdown, still_allowed),

@@ -101,6 +101,20 @@ def last_id(conn: sqlite3.Connection) -> int:
     return 0 if row[0] is None else int(row[0])
 
 
+def before_latest_reset(conn: sqlite3.Connection, tenant: str | None) -> int | None:
+    """The id just before the newest ``reset`` event that ``tenant``'s streams show (the server's,
+    or the tenant's own), or the server admin's (any); None when none is kept. A reset is a row of
+    its own (it is never gathered into a batch)."""
+    if tenant is None:
+        row = conn.execute("SELECT max(seq) FROM events WHERE type = 'reset'").fetchone()
+    else:
+        row = conn.execute(
+            "SELECT max(seq) FROM events WHERE type = 'reset' AND (tenant_id IS NULL OR tenant_id = ?)",
+            (tenant,),
+        ).fetchone()
+    return None if row[0] is None else int(row[0]) - 1
+
+
 def before_oldest(conn: sqlite3.Connection) -> int:
     """The id just before the oldest event kept (the first of the oldest row's); 0 when none is."""
     row = conn.execute(

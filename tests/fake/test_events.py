@@ -349,3 +349,28 @@ async def test_every_answer_of_the_stream_is_one_the_contract_and_the_control_op
     assert set(served) == {"get"}
     assert served["get"]["operationId"] == described["operation_id"]
     assert sorted(served["get"]["responses"]) == sorted(described["responses"])
+
+
+async def test_a_reader_from_the_start_begins_at_the_newest_reset_it_sees(
+    fake: InProcessFake, api: httpx.AsyncClient, admin: FakeAdmin
+) -> None:
+    """A reset is back to a fresh database: ``after=0`` starts at it, not at a previous test's
+    events (the plugin resets between tests); a tenant's reader starts at its own tenant's reset."""
+    before = (await propose(api)).json()["proposal"]
+    await admin.reset()
+    after = (await propose(api)).json()["proposal"]
+    async with fake.admin.watch(after=0) as stream:
+        await stream.wait_for("proposal.created", timeout=10, proposal_id=after["id"])
+    assert stream.seen[0].type == "reset"
+    assert before["id"] not in str([event.data for event in stream.seen])
+    made = await admin.create_tenant("tenant-fresh")
+    async with fake.client(made["admin_token"]) as http:
+        own = FakeAdmin(http, tenant="tenant-fresh")
+        async with fake.client(made["credential"]["token"]) as tenant_api:
+            old = (await propose(tenant_api)).json()["proposal"]
+            await own.reset()
+            new = (await propose(tenant_api)).json()["proposal"]
+        async with own.watch(after=0) as tenant_stream:
+            await tenant_stream.wait_for("proposal.created", timeout=10, proposal_id=new["id"])
+    assert (tenant_stream.seen[0].type, tenant_stream.seen[0].tenant) == ("reset", "tenant-fresh")
+    assert old["id"] not in str([event.data for event in tenant_stream.seen])
