@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import functools
 import ipaddress
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
-__all__ = ["is_loopback", "loopback_host", "path_segment"]
+__all__ = ["is_loopback", "loopback_host", "loopback_url", "path_segment"]
 
 
 def is_loopback(host: str) -> bool:
@@ -21,6 +21,16 @@ def is_loopback(host: str) -> bool:
         return False
     mapped = getattr(address, "ipv4_mapped", None)
     return address.is_loopback or (mapped is not None and mapped.is_loopback)
+
+
+def loopback_url(url: str) -> bool:
+    """Does ``url`` name this machine (``is_loopback``)? Such a URL is reached directly, never
+    through a proxy of the environment (``HTTP_PROXY``), which would see the token it carries."""
+    try:
+        host = urlsplit(url).hostname
+    except ValueError:
+        return False
+    return host is not None and is_loopback(host)
 
 
 @functools.lru_cache(maxsize=256)  # a client sends the same Host each time: ~3 µs once, not per request

@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 
 from fake_lucy import __version__
+from fake_lucy.addresses import loopback_url
 from fake_lucy.domain import admin, findings, snapshot
 from fake_lucy.domain.errors import DomainError
 from fake_lucy.domain.records import journal_dict
@@ -142,6 +143,7 @@ class HttpControl(Control):
             headers={"Authorization": f"Bearer {self.admin_token}"},
             timeout=30,
             verify=shared_tls_context(),
+            trust_env=not loopback_url(self.base_url),  # no HTTP_PROXY to 127.0.0.1
         ) as http:
             response = http.request(method, "/_fake" + path, **options)
         if response.status_code >= 400:

@@ -17,6 +17,7 @@ import httpx
 import uvicorn
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 
+from fake_lucy.addresses import loopback_url
 from fake_lucy.app import create_app
 from fake_lucy.domain.defaults import DEFAULT_ADMIN_TOKEN, DEV_TOKEN
 from fake_lucy.domain.principals import authenticate
@@ -98,6 +99,7 @@ class _Shape:
         if token is not None:
             headers["Authorization"] = f"Bearer {token}"
         kwargs.setdefault("verify", shared_tls_context())
+        kwargs.setdefault("trust_env", not loopback_url(self.base_url))  # no HTTP_PROXY to 127.0.0.1
         return httpx.AsyncClient(
             base_url=self.base_url, transport=self._transport(), headers=headers, **kwargs
         )
@@ -174,6 +176,7 @@ class LiveServer(_Shape):
             self.base_url + "/_fake/reset",
             headers={"Authorization": f"Bearer {self.admin_token}"},
             verify=shared_tls_context(),
+            trust_env=False,  # its own server, on this machine: never through HTTP_PROXY
         )
         response.raise_for_status()
         return float(response.json()["took_ms"])
@@ -278,7 +281,7 @@ class ServeProcess(_Shape):
         environment names the CA, not one passed to the server in ``env``."""
         try:
             url = self.base_url + "/healthz"
-            return httpx.get(url, timeout=5, verify=shared_tls_context()).status_code == 200
+            return httpx.get(url, timeout=5, verify=shared_tls_context(), trust_env=False).status_code == 200
         except httpx.ConnectError as exc:
             if "CERTIFICATE_VERIFY_FAILED" in str(exc):
                 raise RuntimeError(

@@ -25,7 +25,8 @@ appended to ``.waits`` and moves the fake's clock by as much, so after one 429 w
 ``lucy_mcp`` is a separate process and keeps real waits (give its faults ``retry_after=0``).
 
 Each pytest-xdist worker gets its own databases (``tmp_path_factory`` is per worker). Async
-fixtures need an async test runner (anyio's pytest plugin or pytest-asyncio).
+fixtures need anyio's pytest plugin on its asyncio backend (pytest-asyncio's strict mode refuses
+fixtures it did not declare, and its auto mode cannot close ``lucy_mcp``).
 
 ``pytest --lucy-url URL`` runs ``fake_lucy_server`` (and ``lucy_mcp``) against a shared
 ``fake-lucy serve`` instead (SPEC 3.6): each session or xdist worker creates its own tenant with the
@@ -133,6 +134,7 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
     """The last test's teardown closes the session's fakes once every finalizer and the dump (an
     inner wrapper, ``testing.strict``) ran; a failure there (a shared fake gone, say) is that
     teardown's error, as a failing finalizer's would be."""
+    __tracebackhide__ = True  # a user's failing finalizer shows its own frames, not this wrapper's
     try:
         return (yield)
     finally:

@@ -22,7 +22,7 @@ from typing import Any
 
 import httpx
 
-from fake_lucy.addresses import path_segment
+from fake_lucy.addresses import loopback_url, path_segment
 from fake_lucy.domain.defaults import DEFAULT_ADMIN_TOKEN
 from fake_lucy.testing.admin import FakeAdmin
 from fake_lucy.testing.errors import SharedFakeError
@@ -85,6 +85,7 @@ class SharedTenant(_Shape):
                 headers={"Authorization": f"Bearer {admin_token}"},
                 timeout=_TIMEOUT,
                 verify=shared_tls_context(),
+                trust_env=not loopback_url(base_url),  # no HTTP_PROXY to 127.0.0.1
             )
         except httpx.TransportError as exc:
             raise SharedFakeError(f"the shared fake at {base_url} cannot be reached: {exc}") from None
@@ -105,6 +106,7 @@ class SharedTenant(_Shape):
             headers={"Authorization": f"Bearer {self.admin_token}"},
             timeout=_TIMEOUT,
             verify=shared_tls_context(),
+            trust_env=not loopback_url(self.base_url),
         )
         if response.status_code == 401:  # the tenant's admin token: refused only once the tenant is gone
             raise SharedFakeError(

@@ -105,7 +105,7 @@ def _strict(item: pytest.Item) -> bool:
 def _allowed(item: pytest.Item) -> set[str]:
     """The codes of the test's ``lucy_allow`` markers; a code no finding has (a typo would allow
     nothing, silently) fails the test, naming the codes there are."""
-    from fake_lucy.domain.findings import CODES  # only for a strict test
+    from fake_lucy.domain.findings import CODES  # only for a test with the marker
 
     allowed: set[str] = set()
     for marker in item.iter_markers("lucy_allow"):
@@ -164,6 +164,8 @@ def _watching(item: pytest.Item) -> bool:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
+    # a lucy_allow code no finding has fails the test, strict or not (a typo allows nothing)
+    allowed = _allowed(item) if item.get_closest_marker("lucy_allow") is not None else set()
     if not _watching(item):
         return (yield)
     controls = _controls(item)
@@ -173,7 +175,6 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
     item.stash[_BASELINES] = [(control, control.baseline()) for control in controls]
     result = yield
     if _strict(item):
-        allowed = _allowed(item)
         found = [
             finding
             for control, baseline in item.stash[_BASELINES]
@@ -268,6 +269,7 @@ def _dump(item: pytest.Item) -> list[str]:
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, None, None]:
     """A teardown that fails (a fixture's check after the test) is dumped here, while the session's
     fakes are still open: the plugin closes them after the last test's teardown, around this."""
+    __tracebackhide__ = True  # a user's failing finalizer shows its own frames, not this wrapper's
     try:
         return (yield)
     except BaseException:

@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 import anyio
 import httpx
 
+from fake_lucy.addresses import loopback_url
 from fake_lucy.testing.admin import AdminEvent, FakeAdmin
 from fake_lucy.testing.tls import shared_tls_context
 from lucy_memory._contract import PERMISSIONS
@@ -83,7 +84,11 @@ class SyncFakeAdmin:
 
         def streaming_client() -> httpx.AsyncClient:
             return httpx.AsyncClient(
-                base_url=base_url, headers=headers, timeout=timeout, verify=shared_tls_context()
+                base_url=base_url,
+                headers=headers,
+                timeout=timeout,
+                verify=shared_tls_context(),
+                trust_env=not loopback_url(base_url),  # no HTTP_PROXY to 127.0.0.1
             )
 
         self._admin = FakeAdmin(client_factory=blocking_client, tenant=tenant)

@@ -13,8 +13,9 @@ from fake_lucy.testing import (
     RecordingAgentMemoryClient,
     RecordingSyncAgentMemoryClient,
 )
+from fake_lucy.testing.shared import SharedTenant
 from lucy_memory import AgentMemoryClient, RateLimitedError, SyncAgentMemoryClient
-from tests.helpers import V1
+from tests.helpers import V1, proxy_trap
 
 PROPOSAL = json.dumps(
     {
@@ -124,3 +125,26 @@ def test_every_fake_names_the_dev_credential_as_a_shared_tenant_names_its_own(
             "cred_dev_default",
             "usr_dev",
         )
+
+
+@pytest.mark.anyio
+async def test_a_proxy_in_the_environment_never_sees_the_fixtures_admin_calls(
+    fake_lucy_server: LiveServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The plugin's own server and a shared fake on this machine are reached directly: a CI's
+    HTTP_PROXY (without NO_PROXY) would see the admin tokens and cannot reach 127.0.0.1."""
+    with proxy_trap() as (proxy, arrived):
+        for variable in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
+            monkeypatch.setenv(variable, proxy)
+        fake_lucy_server.reset()
+        assert (await fake_lucy_server.admin.proposals())["items"] == []
+        assert fake_lucy_server.sync_admin.proposals()["items"] == []
+        async with fake_lucy_server.client() as http:
+            assert (await http.post(V1 + "/recall", json={"query": "x"})).status_code == 200
+        tenant = SharedTenant.create(fake_lucy_server.base_url, fake_lucy_server.admin_token)
+        try:
+            tenant.reset()
+            assert (await tenant.admin.proposals())["items"] == []
+        finally:
+            tenant.delete()
+    assert arrived == []

@@ -408,13 +408,46 @@ def test_lucy_allow_with_a_code_no_finding_has_fails_naming_the_codes(pytester: 
 async def test_allows_a_typo(fake_lucy):
     async with fake_lucy.client() as http:
         assert (await http.post("/api/agent-memory/v1/recall", json={"query": "x"})).status_code == 200
+
+@pytest.mark.lucy_allow("recal_retried")  # not strict: the typo fails the test all the same
+async def test_allows_a_typo_without_strict(fake_lucy):
+    pass
 """
     )
     result = pytester.runpytest("-p", "no:randomly")
-    result.assert_outcomes(failed=1)
+    result.assert_outcomes(failed=2)
     result.stdout.fnmatch_lines(
-        ["*lucy_allow names no finding code: recal_retried (the codes: recall_retried*"]
+        ["*lucy_allow names no finding code: recal_retried (the codes: recall_retried*"] * 2
     )
+
+
+def test_a_users_failing_teardown_shows_its_own_frames_not_the_plugins(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(
+        """
+import pytest
+
+@pytest.fixture
+def breaks_at_teardown():
+    yield
+    raise RuntimeError("the user's own teardown failed")
+"""
+    )
+    pytester.makepyfile(
+        test_teardown="""
+def test_uses_it(breaks_at_teardown):
+    pass
+
+def test_after_it():
+    pass
+"""
+    )
+    result = pytester.runpytest("-p", "no:randomly")
+    result.assert_outcomes(passed=2, errors=1)
+    output = result.stdout.str()
+    assert "the user's own teardown failed" in output
+    assert "pytest_plugin.py" not in output
+    assert "strict.py" not in output
+    assert "def pytest_runtest_teardown" not in output
 
 
 def test_a_lucy_snapshot_file_that_is_not_json_fails_the_test_naming_the_file(
