@@ -42,6 +42,7 @@ class Control(ABC):
     identity: object
     fixture: str = ""  # the name of the test's fixture it came from
     shared: bool = False  # a session's own tenant of a shared fake (``pytest --lucy-url``)
+    fresh: bool = False  # reset for this test by the plugin's fixture: all it holds is the test's
 
     @abstractmethod
     def findings(self) -> list[dict[str, Any]]: ...
@@ -60,6 +61,8 @@ class Control(ABC):
     def restore(self, document: Any) -> None: ...
 
     def baseline(self) -> Baseline:
+        if self.fresh:  # everything since the fixture's reset is the test's, its setup's included
+            return Baseline(finding_ids=frozenset(), last_request_id=None)
         return Baseline(
             finding_ids=frozenset(item["finding_id"] for item in self.findings()),
             last_request_id=self.last_request_id(),

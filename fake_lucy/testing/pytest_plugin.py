@@ -58,6 +58,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import pytest
 
+from fake_lucy.testing import strict
 from fake_lucy.testing.errors import SharedFakeError
 
 if TYPE_CHECKING:
@@ -189,10 +190,17 @@ def _fake_lucy_session(
 
 
 @pytest.fixture
-def fake_lucy(_fake_lucy_session: InProcessFake) -> InProcessFake:
+def fake_lucy(request: pytest.FixtureRequest, _fake_lucy_session: InProcessFake) -> InProcessFake:
     """The in-process fake, reset to its seeded state for this test."""
     _fake_lucy_session.reset()
+    _reset_for_test(request, _fake_lucy_session)
     return _fake_lucy_session
+
+
+def _reset_for_test(request: pytest.FixtureRequest, fake: object) -> None:
+    """What the fake holds from now on is the test's (its fixtures' requests included): strict mode
+    judges it and a dump shows it (``testing.strict``)."""
+    request.node.stash.setdefault(strict.RESET_FOR_TEST, set()).add(id(fake))
 
 
 @pytest.fixture(scope="session")
@@ -216,7 +224,9 @@ def _fake_lucy_server_session(
 
 
 @pytest.fixture
-def fake_lucy_server(_fake_lucy_server_session: LiveServer | SharedTenant) -> LiveServer | SharedTenant:
+def fake_lucy_server(
+    request: pytest.FixtureRequest, _fake_lucy_server_session: LiveServer | SharedTenant
+) -> LiveServer | SharedTenant:
     """A real uvicorn server (one per session and worker), reset to its seeded state for this test;
     with ``--lucy-url``, this session's tenant of the shared fake, reset to its created state."""
     try:
@@ -224,6 +234,7 @@ def fake_lucy_server(_fake_lucy_server_session: LiveServer | SharedTenant) -> Li
     except SharedFakeError as exc:  # the session's tenant is gone: one line, not the plugin's frames
         problem = str(exc)
     else:
+        _reset_for_test(request, _fake_lucy_server_session)
         return _fake_lucy_server_session
     pytest.fail(f"--lucy-url: {problem}", pytrace=False)  # outside the except: no chained error
 

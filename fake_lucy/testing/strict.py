@@ -36,6 +36,8 @@ __all__ = ["dump_file_name", "format_findings"]
 _BASELINES = pytest.StashKey[list[tuple["Control", "Baseline"]]]()
 _DUMPED = pytest.StashKey[bool]()
 _NOTES = pytest.StashKey[list[str]]()  # what a teardown's dump could not write, for its report
+# the fakes (``id`` of the fixture value) that the plugin's fixtures reset for this test
+RESET_FOR_TEST = pytest.StashKey[set[int]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -144,11 +146,14 @@ def _controls(item: pytest.Item) -> list[Control]:
 
     controls: list[Control] = []
     seen: set[object] = set()
+    reset = item.stash.get(RESET_FOR_TEST, set())
     for name, value in candidates:
         found = _control.for_fixture_value(value)
         if found is not None and found.identity not in seen:
             seen.add(found.identity)
             found.fixture = name  # a dump says which of the test's fakes it holds
+            # a snapshot restored at the call may bring a journal: the test's requests come after it
+            found.fresh = id(value) in reset and item.get_closest_marker("lucy_snapshot") is None
             controls.append(found)
     return controls
 

@@ -76,6 +76,37 @@ def test_a_strict_test_that_retries_a_recall_fails_naming_recall_retried(user_su
     result.stdout.fnmatch_lines([f"*recall_retried: {first}, {second} — a recall was sent again*"])
 
 
+def test_a_finding_a_tests_fixture_produced_after_the_reset_fails_it_in_strict_mode(
+    pytester: pytest.Pytester, tmp_path
+) -> None:
+    """The fake is reset for the test when its fixture is set up: what a fixture after it does (a
+    client "warmed up" with a naive retry) is the test's, judged and dumped as its body's requests."""
+    pytester.makepyfile(
+        test_setup=HEADER
+        + """
+@pytest.fixture
+async def warmed(fake_lucy):
+    await recall_twice_after_a_503(fake_lucy)
+    return fake_lucy
+
+@pytest.mark.lucy_strict
+async def test_with_a_warmed_client(warmed):
+    pass
+
+async def test_without_strict(warmed):
+    pass
+"""
+    )
+    dumps = tmp_path / "dumps"
+    result = pytester.runpytest("-p", "no:randomly", "test_setup.py", f"--lucy-dump-on-failure={dumps}")
+    result.assert_outcomes(failed=1, passed=1)
+    result.stdout.fnmatch_lines(["*_ test_with_a_warmed_client _*", "*recall_retried: req_*"])
+    (dump,) = dumps.iterdir()
+    document = json.loads(dump.read_text())
+    assert [row["operation"] for row in document["journal"]] == ["recall", "recall"]
+    assert [finding["code"] for finding in document["findings"]] == ["recall_retried"]
+
+
 def test_lucy_strict_on_the_command_line_makes_every_test_strict(user_suite) -> None:
     result = user_suite.runpytest("-p", "no:randomly", "--lucy-strict", "-W", "error")
     result.assert_outcomes(passed=2, failed=3)
