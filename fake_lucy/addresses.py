@@ -12,8 +12,9 @@ __all__ = ["is_loopback", "loopback_host", "loopback_url", "path_segment"]
 
 
 def is_loopback(host: str) -> bool:
-    """``localhost``, or an address of 127.0.0.0/8 or ``::1`` (an IPv4-mapped one too)."""
-    if host == "localhost":
+    """``localhost`` (any case, a final dot too), or an address of 127.0.0.0/8 or ``::1`` (an
+    IPv4-mapped one too): as the SDK reads it (``lucy_memory.transport``)."""
+    if host.lower().removesuffix(".") == "localhost":
         return True
     try:
         address = ipaddress.ip_address(host.strip("[]"))

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from lucy_memory._contract import TOKEN_RULE, valid_token
@@ -39,6 +39,24 @@ class FakeLucySettings(BaseSettings):
     # HTTPS: the certificate chain and its private key (PEM), both or neither
     tls_certfile: Path | None = None
     tls_keyfile: Path | None = None
+
+    @field_validator(
+        "host",
+        "seed",
+        "admin_token_file",
+        "import_file",
+        "export_on_exit",
+        "tls_certfile",
+        "tls_keyfile",
+        mode="before",
+    )
+    @classmethod
+    def _not_empty(cls, value: Any) -> Any:
+        """An empty value (``FAKE_LUCY_HOST=``, a compose file's ``${X:-}``) is a mistake, said so:
+        an empty host would listen on every address, an empty path would be the current folder."""
+        if isinstance(value, str) and not value.strip():
+            raise ValueError("is set but empty: give a value, or leave it unset")
+        return value
 
     @model_validator(mode="after")
     def _together(self) -> FakeLucySettings:
@@ -87,6 +105,8 @@ def load_settings(**overrides: Any) -> FakeLucySettings:
     ``import_file`` (``import`` is a keyword), so ``FAKE_LUCY_IMPORT_FILE`` is read too."""
     given = {k: v for k, v in overrides.items() if v is not None}
     by_name = os.environ.get("FAKE_LUCY_IMPORT")
+    if by_name is not None and not by_name.strip() and "import_file" not in given:
+        raise ValueError("FAKE_LUCY_IMPORT is set but empty: give a snapshot file, or leave it unset")
     if by_name and "import_file" not in given:
         by_field = os.environ.get("FAKE_LUCY_IMPORT_FILE")
         if by_field and by_field != by_name:

@@ -147,12 +147,16 @@ def _is_ip(host: str) -> bool:
 
 
 def _is_loopback(host: str) -> bool:
+    """``localhost`` (any case, a final dot too), or an address of 127.0.0.0/8 or ``::1`` (an
+    IPv4-mapped one too), as the fake reads it (``fake_lucy.addresses.is_loopback``)."""
     if host.lower() in ("localhost", "localhost."):
         return True
     try:
-        return ipaddress.ip_address(host).is_loopback
+        address = ipaddress.ip_address(host.strip("[]"))
     except ValueError:
         return False
+    mapped = getattr(address, "ipv4_mapped", None)
+    return address.is_loopback or (mapped is not None and mapped.is_loopback)
 
 
 def _check_base_url(base_url: str, *, allow_insecure_loopback: bool) -> str:

@@ -513,3 +513,32 @@ def test_the_source_scan_finds_each_old_copy(tmp_path: Path) -> None:
         11,
         12,
     ]
+
+
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [
+        ("localhost", True),
+        ("LOCALHOST", True),
+        ("localhost.", True),
+        ("127.0.0.1", True),
+        ("127.0.0.2", True),
+        ("::1", True),
+        ("::ffff:127.0.0.1", True),
+        ("[::1]", True),
+        ("0.0.0.0", False),  # noqa: S104 - a host to classify, not one bound
+        ("::", False),
+        ("10.0.0.1", False),
+        ("::ffff:10.0.0.1", False),
+        ("localhost.example", False),
+        ("example.com", False),
+    ],
+)
+def test_the_fake_and_the_sdk_agree_on_which_hosts_are_this_machine(host: str, loopback: bool) -> None:
+    """The fake prints an MCP configuration for the host it binds, which lucy-memory-mcp must take
+    (cleartext http:// only to a loopback host): both read a host alike."""
+    from fake_lucy.addresses import is_loopback
+    from lucy_memory.transport import _is_loopback
+
+    assert is_loopback(host) is loopback
+    assert _is_loopback(host) is loopback

@@ -145,6 +145,24 @@ def _foreign_database(path: Path) -> None:
             {},
             "none.tok (No such file or directory)",
         ),
+        # set but empty (a compose file's ${X:-}): an empty host would listen on every address, an
+        # empty path would be the current folder
+        (None, ["--database", "{db}", "--host", ""], {}, "--host (FAKE_LUCY_HOST): is set but empty"),
+        (None, ["--database", "{db}"], {"FAKE_LUCY_HOST": ""}, "--host (FAKE_LUCY_HOST): is set but empty"),
+        (None, ["--database", "{db}"], {"FAKE_LUCY_SEED": ""}, "--seed (FAKE_LUCY_SEED): is set but empty"),
+        (
+            None,
+            ["--database", "{db}"],
+            {"FAKE_LUCY_ADMIN_TOKEN_FILE": " "},
+            "(FAKE_LUCY_ADMIN_TOKEN_FILE): is set",
+        ),
+        (
+            None,
+            ["--database", "{db}"],
+            {"FAKE_LUCY_EXPORT_ON_EXIT": ""},
+            "(FAKE_LUCY_EXPORT_ON_EXIT): is set but",
+        ),
+        (None, ["--database", "{db}"], {"FAKE_LUCY_IMPORT": ""}, "FAKE_LUCY_IMPORT is set but empty"),
     ],
 )
 def test_a_bad_file_or_setting_is_one_line_and_a_non_zero_exit(
