@@ -78,6 +78,23 @@ def _command_parser(
         position += 1
 
 
+def _without_secrets(unknown: Sequence[str]) -> list[str]:
+    """Unknown arguments as an error repeats them, but for the value of a mistyped admin-token
+    option (``--admin-tok SECRET``, ``--admin=SECRET``): shown as ``…``, never echoed."""
+    shown: list[str] = []
+    hide_next = False
+    for arg in unknown:
+        if hide_next and not arg.startswith("-"):
+            shown.append("…")
+        elif arg.startswith("--admin") or arg.startswith("--tok"):
+            name, equals, _ = arg.partition("=")
+            shown.append(name + ("=…" if equals else ""))
+        else:
+            shown.append(arg)
+        hide_next = (arg.startswith("--admin") or arg.startswith("--tok")) and "=" not in arg
+    return shown
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     if argv is None:  # the program itself: what its output's encoding lacks is escaped, never a traceback
         for stream in (sys.stdout, sys.stderr):
@@ -87,7 +104,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     given = list(sys.argv[1:] if argv is None else argv)
     args, unknown = parser.parse_known_args(given)
     if unknown:  # named by the command they were given to (argparse names the top-level one)
-        _command_parser(parser, args, given, unknown).error(f"unrecognized arguments: {' '.join(unknown)}")
+        shown = " ".join(_without_secrets(unknown))
+        _command_parser(parser, args, given, unknown).error(f"unrecognized arguments: {shown}")
     if args.command != "serve":
         return operator_cli.run(args)
     from fake_lucy import serve  # the server, for this command alone (see the module text)

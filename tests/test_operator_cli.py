@@ -206,6 +206,21 @@ def test_an_admin_token_on_the_command_line_is_refused_without_echoing_it(
         assert err.count("\n") == 1
 
 
+@pytest.mark.parametrize("command", ["serve", "proposals"])
+def test_a_mistyped_admin_token_option_is_unrecognized_without_echoing_its_value(
+    capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    secret = "my-Secret-Admin-Token-123"
+    for given, shown in (
+        (["--admin-tok", secret], "--admin-tok …"),
+        ([f"--admin={secret}"], "--admin=…"),
+        (["--token", secret, "--bogus"], "--token … --bogus"),
+    ):
+        err = usage(capsys, command, *given)
+        assert "my-Secret" not in err
+        assert f"unrecognized arguments: {shown}" in err
+
+
 def test_an_empty_admin_token_variable_is_a_usage_error_as_serve_says(
     live: LiveServer, url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

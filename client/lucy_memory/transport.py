@@ -126,10 +126,21 @@ def map_transport_errors(request: TransportRequest) -> Iterator[None]:
             operation=request.operation,
             idempotency_key=request.idempotency_key,
             attempts=1,
-            cause=type(exc).__name__,
+            cause=_connect_cause(exc),
         ) from exc
     except _LOST as exc:
         raise _lost(request, exc) from exc
+
+
+def _connect_cause(exc: BaseException) -> str:
+    """The failure's class, and what to do when it is the one a cause can be named for: a
+    certificate this process does not trust (a private CA's, or a self-signed one)."""
+    if "CERTIFICATE_VERIFY_FAILED" in str(exc):
+        return (
+            f"{type(exc).__name__}: the service's TLS certificate is not trusted; SSL_CERT_FILE names"
+            " the CA certificate that signed it"
+        )
+    return type(exc).__name__
 
 
 # A host name: dot-separated labels of ASCII letters, digits, hyphens and underscores (container

@@ -243,3 +243,18 @@ async def test_a_proxy_in_the_environment_never_sees_the_token_for_a_loopback_se
         async with AgentMemoryClient(transport=transport, token=DEV_TOKEN, permissions=BOTH) as client:
             assert (await client.recall('{"query": "database"}')).credits.charged == 1
     assert arrived == []
+
+
+async def test_an_untrusted_certificate_is_named_as_the_cause_with_what_to_set() -> None:
+    """A self-signed or private CA's certificate: the one failure whose fix can be said."""
+    untrusted = httpx.ConnectError(
+        "[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: self-signed certificate (_ssl.c:1006)"
+    )
+    for error, said in (
+        (untrusted, "(ConnectError: the service's TLS certificate is not trusted; SSL_CERT_FILE names"),
+        (refused(), "could not connect to the service (ConnectError);"),
+    ):
+        client = AgentMemoryClient(transport=RaisingTransport(error), token=DEV_TOKEN, permissions=BOTH)
+        with pytest.raises(ConnectionFailedError) as caught:
+            await client.recall('{"query": "database"}')
+        assert said in str(caught.value)
