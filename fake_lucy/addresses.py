@@ -5,23 +5,11 @@ that names it), and an id as one segment of a URL path."""
 from __future__ import annotations
 
 import functools
-import ipaddress
 from urllib.parse import quote, urlsplit
 
+from lucy_memory._contract import is_loopback  # the one rule, which the SDK applies too
+
 __all__ = ["is_loopback", "loopback_host", "loopback_url", "path_segment"]
-
-
-def is_loopback(host: str) -> bool:
-    """``localhost`` (any case, a final dot too), or an address of 127.0.0.0/8 or ``::1`` (an
-    IPv4-mapped one too): as the SDK reads it (``lucy_memory.transport``)."""
-    if host.lower().removesuffix(".") == "localhost":
-        return True
-    try:
-        address = ipaddress.ip_address(host.strip("[]"))
-    except ValueError:
-        return False
-    mapped = getattr(address, "ipv4_mapped", None)
-    return address.is_loopback or (mapped is not None and mapped.is_loopback)
 
 
 def loopback_url(url: str) -> bool:

@@ -84,14 +84,15 @@ def _without_secrets(unknown: Sequence[str]) -> list[str]:
     shown: list[str] = []
     hide_next = False
     for arg in unknown:
+        secret_option = arg.startswith(("--admin", "--tok"))
         if hide_next and not arg.startswith("-"):
             shown.append("…")
-        elif arg.startswith("--admin") or arg.startswith("--tok"):
+        elif secret_option:
             name, equals, _ = arg.partition("=")
             shown.append(name + ("=…" if equals else ""))
         else:
             shown.append(arg)
-        hide_next = (arg.startswith("--admin") or arg.startswith("--tok")) and "=" not in arg
+        hide_next = secret_option and "=" not in arg
     return shown
 
 

@@ -26,7 +26,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
-from fake_lucy.addresses import is_loopback, path_segment
+from fake_lucy.addresses import is_loopback, loopback_url, path_segment
 from fake_lucy.domain import findings
 from fake_lucy.domain.clock import parse_timestamp
 from fake_lucy.domain.defaults import DEFAULT_ADMIN_TOKEN
@@ -306,7 +306,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         url, token = _target(args)
         # this machine: never through a proxy from the environment (HTTP_PROXY, ALL_PROXY), which
         # would see the admin token and cannot reach 127.0.0.1 anyway (a network layer of its own)
-        local = httpx.HTTPTransport() if is_loopback(urlsplit(url).hostname or "") else None
+        local = httpx.HTTPTransport() if loopback_url(url) else None
         headers = {"Authorization": f"Bearer {token}"}
         with httpx.Client(base_url=url, headers=headers, timeout=30, transport=local) as http:
             # a snapshot's refused fields are pointers into its file, not options

@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from lucy_memory._closing import AsyncClosing
-from lucy_memory._contract import API_BASE_PATH
+from lucy_memory._contract import API_BASE_PATH, is_loopback
 from lucy_memory.errors import (
     ConfigurationError,
     ConnectionFailedError,
@@ -157,19 +157,6 @@ def _is_ip(host: str) -> bool:
     return True
 
 
-def _is_loopback(host: str) -> bool:
-    """``localhost`` (any case, a final dot too), or an address of 127.0.0.0/8 or ``::1`` (an
-    IPv4-mapped one too), as the fake reads it (``fake_lucy.addresses.is_loopback``)."""
-    if host.lower() in ("localhost", "localhost."):
-        return True
-    try:
-        address = ipaddress.ip_address(host.strip("[]"))
-    except ValueError:
-        return False
-    mapped = getattr(address, "ipv4_mapped", None)
-    return address.is_loopback or (mapped is not None and mapped.is_loopback)
-
-
 def _check_base_url(base_url: str, *, allow_insecure_loopback: bool) -> str:
     if not isinstance(base_url, str) or not base_url:
         raise ConfigurationError("base_url must be a non-empty string such as https://lucy.example")
@@ -197,7 +184,7 @@ def _check_base_url(base_url: str, *, allow_insecure_loopback: bool) -> str:
                 "cleartext http:// is refused; use https://, or allow_insecure_loopback=True for a "
                 "loopback development server"
             )
-        if not _is_loopback(parts.hostname):
+        if not is_loopback(parts.hostname):
             raise InsecureTransportError(
                 "cleartext http:// is allowed only to a loopback host (localhost, 127.0.0.0/8, ::1)"
             )
@@ -237,7 +224,7 @@ class LucyHttpTransport(AsyncClosing):
     ) -> None:
         self.origin = origin
         self.max_retries = max_retries
-        if http_transport is None and _is_loopback(urlsplit(origin).hostname or ""):
+        if http_transport is None and is_loopback(urlsplit(origin).hostname or ""):
             # this machine: never through a proxy from the environment (HTTP_PROXY, ALL_PROXY),
             # which would see the token of a cleartext request and cannot reach 127.0.0.1 anyway;
             # a network layer of its own keeps the environment's certificate settings

@@ -134,7 +134,11 @@ def batch(conn: sqlite3.Connection) -> Iterator[None]:
 def after(conn: sqlite3.Connection, last_id: int, *, tenant: str | None, limit: int = 500) -> list[EventRow]:
     """The events after ``last_id``, oldest first (a tenant: its own and the server-wide ones, since
     the tenant was made)."""
-    return store.events_after(conn, last_id, tenant=tenant, limit=limit)
+    found = store.events_after(conn, last_id, tenant=tenant, limit=limit)
+    if tenant is None:
+        return found
+    # a server clock change reaches the tenant as its own clock.changed, with its clock (``clock``)
+    return [event for event in found if event.tenant_id is not None or event.type != "clock.changed"]
 
 
 def seal_tenant(conn: sqlite3.Connection, tenant: str) -> None:

@@ -112,12 +112,54 @@ def _header_example(
     return own[header] if header in own else shared[header]
 
 
+def _query_parameters(query: dict[str, Any]) -> list[dict[str, Any]]:
+    """An operation's query parameters: a ``schemas/`` reference or an inline schema each."""
+    return [
+        {
+            "name": param,
+            "in": "query",
+            "required": False,
+            "schema": _schema_ref(spec["schema"])
+            if "schema" in spec
+            else {k: v for k, v in spec.items() if k != "description"},
+            "description": spec.get("description", ""),
+        }
+        for param, spec in query.items()
+    ]
+
+
+def _problems(
+    contract: dict[str, Any], examples: dict[str, Any], name: str, status: str, codes: list[str]
+) -> dict[str, Any]:
+    """One example problem body per code that ``name`` answers ``status`` with."""
+    return {
+        code: {
+            "summary": contract["errors"][code]["title"],
+            "value": problem_example(contract, examples, name, int(status), code),
+        }
+        for code in codes
+    }
+
+
+def _response_headers(
+    headers: list[str], name: str, op: dict[str, Any], contract: dict[str, Any], examples: dict[str, Any]
+) -> dict[str, Any]:
+    described = contract.get("headers", {}).get("response", {})
+    return {
+        header: {
+            "description": described.get(header, {}).get("description", header),
+            "schema": _HEADER_SCHEMAS.get(header, {"type": "string"}),
+            "example": _header_example(header, name, op, contract, examples),
+        }
+        for header in headers
+    }
+
+
 def _operation(
     name: str, op: dict[str, Any], contract: dict[str, Any], base_path: str, examples: dict[str, Any]
 ) -> dict[str, Any]:
     own = examples["operations"][name]
     request_headers = contract.get("headers", {}).get("request", {})
-    response_headers = contract.get("headers", {}).get("response", {})
     parameters: list[dict[str, Any]] = []
     for param, spec in op.get("path_parameters", {}).items():
         schema = _schema_ref(spec["schema"]) if "schema" in spec else {"type": "string"}
@@ -131,20 +173,7 @@ def _operation(
                 "example": own["parameters"][param],
             }
         )
-    for param, spec in op.get("query", {}).items():
-        if "schema" in spec:
-            schema = _schema_ref(spec["schema"])
-        else:
-            schema = {k: v for k, v in spec.items() if k != "description"}
-        parameters.append(
-            {
-                "name": param,
-                "in": "query",
-                "required": False,
-                "schema": schema,
-                "description": spec.get("description", ""),
-            }
-        )
+    parameters += _query_parameters(op.get("query", {}))
     required_headers = set(op.get("required_request_headers", []))
     for header in op.get("request_headers", []):
         if header in ("Authorization", "Content-Type"):
@@ -172,22 +201,9 @@ def _operation(
             if is_success:
                 shown = {name: {"value": own["response"]}}
             else:
-                shown = {
-                    code: {
-                        "summary": contract["errors"][code]["title"],
-                        "value": problem_example(contract, examples, name, int(status), code),
-                    }
-                    for code in spec["codes"]
-                }
+                shown = _problems(contract, examples, name, status, spec["codes"])
             response["content"] = {media: {"schema": _schema_ref(spec["schema"]), "examples": shown}}
-        headers = {}
-        for header in spec.get("headers", []):
-            description = response_headers.get(header, {}).get("description", header)
-            headers[header] = {
-                "description": description,
-                "schema": _HEADER_SCHEMAS.get(header, {"type": "string"}),
-                "example": _header_example(header, name, op, contract, examples),
-            }
+        headers = _response_headers(spec.get("headers", []), name, op, contract, examples)
         if headers:
             response["headers"] = headers
         if "links" in spec:
@@ -258,16 +274,7 @@ def _event_stream(contract: dict[str, Any], examples: dict[str, Any]) -> dict[st
     spec = contract["service_endpoints"]["events"]
     name = spec["operation_id"]
     own = examples["operations"][name]
-    parameters: list[dict[str, Any]] = [
-        {
-            "name": param,
-            "in": "query",
-            "required": False,
-            "schema": {k: v for k, v in query.items() if k != "description"},
-            "description": query["description"],
-        }
-        for param, query in spec["query"].items()
-    ]
+    parameters = _query_parameters(spec["query"])
     parameters += [
         {
             "name": header,
@@ -278,7 +285,6 @@ def _event_stream(contract: dict[str, Any], examples: dict[str, Any]) -> dict[st
         }
         for header, described in spec["request_headers"].items()
     ]
-    descriptions = contract["headers"]["response"]
     responses: dict[str, Any] = {}
     for status, answer in spec["responses"].items():
         if status.startswith("2"):
@@ -297,24 +303,11 @@ def _event_stream(contract: dict[str, Any], examples: dict[str, Any]) -> dict[st
                 "content": {
                     contract["problem_media_type"]: {
                         "schema": _schema_ref(answer["schema"]),
-                        "examples": {
-                            code: {
-                                "summary": contract["errors"][code]["title"],
-                                "value": problem_example(contract, examples, name, int(status), code),
-                            }
-                            for code in answer["codes"]
-                        },
+                        "examples": _problems(contract, examples, name, status, answer["codes"]),
                     }
                 },
             }
-        response["headers"] = {
-            header: {
-                "description": descriptions[header]["description"],
-                "schema": _HEADER_SCHEMAS.get(header, {"type": "string"}),
-                "example": _header_example(header, name, spec, contract, examples),
-            }
-            for header in answer["headers"]
-        }
+        response["headers"] = _response_headers(answer["headers"], name, spec, contract, examples)
         responses[status] = response
     return {
         "operationId": name,

@@ -15,7 +15,16 @@ from dataclasses import dataclass
 
 import orjson
 
-__all__ = ["BATCH", "EventRow", "append", "before_oldest", "events_after", "last_id", "seal"]
+__all__ = [
+    "BATCH",
+    "EventRow",
+    "append",
+    "before_latest_reset",
+    "before_oldest",
+    "events_after",
+    "last_id",
+    "seal",
+]
 
 BATCH = "batch"  # the type of a row that holds several events
 PRUNE_EVERY = 256  # ids between two prunings of the history
@@ -79,11 +88,7 @@ def events_after(conn: sqlite3.Connection, after: int, *, tenant: str | None, li
             " AND (tenant_id = ? OR tenant_id IS NULL) ORDER BY seq LIMIT ?",
             (after, tenant, tenant, limit),
         ).fetchall()
-    events = [event for r in rows for event in _expand(int(r[0]), r[1], r[2], r[3], r[4]) if event.id > after]
-    if tenant is None:
-        return events
-    # the server clock's change is the tenant's in its own event, with its own clock (domain.clock)
-    return [event for event in events if event.tenant_id is not None or event.type != "clock.changed"]
+    return [event for r in rows for event in _expand(int(r[0]), r[1], r[2], r[3], r[4]) if event.id > after]
 
 
 def seal(conn: sqlite3.Connection, tenant: str) -> None:

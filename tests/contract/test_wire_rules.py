@@ -538,7 +538,7 @@ def test_the_fake_and_the_sdk_agree_on_which_hosts_are_this_machine(host: str, l
     """The fake prints an MCP configuration for the host it binds, which lucy-memory-mcp must take
     (cleartext http:// only to a loopback host): both read a host alike."""
     from fake_lucy.addresses import is_loopback
-    from lucy_memory.transport import _is_loopback
+    from lucy_memory._contract import is_loopback as sdk_is_loopback
 
     assert is_loopback(host) is loopback
-    assert _is_loopback(host) is loopback
+    assert sdk_is_loopback(host) is loopback

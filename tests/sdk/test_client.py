@@ -85,15 +85,20 @@ async def test_a_non_ascii_client_name_is_percent_encoded_and_stored_decoded(fak
     assert proposed.proposal.source == "Agent Ünïcode 100%"
 
 
+def _client_named(name: object) -> AgentMemoryClient:
+    """A client whose name alone is under test (it is checked before anything is sent)."""
+    return AgentMemoryClient(
+        transport=object(),  # type: ignore[arg-type]
+        token="a-token-for-the-name-check",
+        permissions=["memory:read"],
+        client_name=name,  # type: ignore[arg-type]
+    )
+
+
 @pytest.mark.parametrize("name", ["   ", "", "Host\u0085Agent", "Host\x9fAgent", "Host\ud800", "x" * 101, 7])
 def test_a_client_name_the_server_would_refuse_is_refused_up_front(name) -> None:
     with pytest.raises(ConfigurationError) as caught:
-        AgentMemoryClient(
-            transport=object(),  # type: ignore[arg-type]
-            token="a-token-for-the-name-check",
-            permissions=["memory:read"],
-            client_name=name,
-        )
+        _client_named(name)
     assert "client_name" in str(caught.value)
 
 
@@ -101,12 +106,7 @@ def test_a_client_name_the_server_would_refuse_is_refused_up_front(name) -> None
 def test_a_client_name_that_looks_like_a_secret_is_refused_up_front_without_echo(name) -> None:
     """Lucy answers every request with such a Lucy-Client-Name 400 invalid_header."""
     with pytest.raises(ConfigurationError) as caught:
-        AgentMemoryClient(
-            transport=object(),  # type: ignore[arg-type]
-            token="a-token-for-the-name-check",
-            permissions=["memory:read"],
-            client_name=name,
-        )
+        _client_named(name)
     assert str(caught.value).startswith("invalid_configuration: client_name looks like a secret (pattern ")
     assert "hunter2" not in str(caught.value)
     assert "1234567890" not in str(caught.value)

@@ -38,6 +38,7 @@ __all__ = [
     "clean_client_name",
     "decode_client_name",
     "encode_client_name",
+    "is_loopback",
     "redact",
     "valid_client_name",
     "valid_idempotency_key",
@@ -46,6 +47,25 @@ __all__ = [
 
 _API: dict[str, Any] = load_contract("agent-memory-api")
 _HEADERS: dict[str, Any] = _API["headers"]["request"]
+
+# -- this machine -----------------------------------------------------------------------------------
+
+
+def is_loopback(host: str) -> bool:
+    """Does ``host`` name this machine: ``localhost`` (any case, a final dot too), or an address of
+    127.0.0.0/8 or ``::1`` (an IPv4-mapped one too, bracketed or not). The SDK allows cleartext
+    ``http://`` only to such a host, and the fake accepts its built-in tokens only there."""
+    import ipaddress  # only for a host that is no name
+
+    if host.lower().removesuffix(".") == "localhost":
+        return True
+    try:
+        address = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    mapped = getattr(address, "ipv4_mapped", None)
+    return address.is_loopback or (mapped is not None and mapped.is_loopback)
+
 
 # -- paths and permissions ---------------------------------------------------------------------------
 
