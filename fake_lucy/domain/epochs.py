@@ -12,7 +12,7 @@ from __future__ import annotations
 import secrets
 import sqlite3
 
-__all__ = ["bump_auth_epoch", "bump_index_epoch"]
+__all__ = ["bump_auth_epoch", "bump_index_epoch", "new_incarnation"]
 
 
 def bump_auth_epoch(conn: sqlite3.Connection) -> None:
@@ -21,3 +21,9 @@ def bump_auth_epoch(conn: sqlite3.Connection) -> None:
 
 def bump_index_epoch(conn: sqlite3.Connection) -> None:
     conn.execute("UPDATE server_state SET index_epoch = ? WHERE id = 1", (secrets.randbits(62),))
+
+
+def new_incarnation() -> int:
+    """A tenant's ``incarnation``, random for the same reason as the epochs: a tenant made again
+    under its id (a reset of the server recreates every row) must not meet a value it held."""
+    return secrets.randbits(62)

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from fake_lucy.domain import billing, clock
-from fake_lucy.domain.epochs import bump_auth_epoch
+from fake_lucy.domain.epochs import bump_auth_epoch, new_incarnation
 from fake_lucy.domain.errors import DomainError
 from fake_lucy.domain.ids import IdFactory
 from fake_lucy.store.numbering import next_seq
@@ -71,6 +71,7 @@ class Principal:
     rate_limit_per_minute: int | None
     clock_offset_us: int  # the tenant's clock, as of the credential epoch it was loaded in
     clock_frozen_us: int | None
+    incarnation: int  # the tenant's, when the principal was loaded (``server_state.in_transaction``)
 
     def sees(self, scope: Scope) -> bool:
         return scope in self.scopes
@@ -99,7 +100,7 @@ def _load(conn: sqlite3.Connection, token_sha256: str) -> Principal | None:
     row = conn.execute(
         "SELECT c.id, c.tenant_id, c.account_id, c.user_id, c.permissions, c.scopes, c.builtin,"
         " t.auto_approve, t.proposal_ttl_seconds, t.rate_limit_per_minute, t.clock_offset_us,"
-        " t.clock_frozen_us FROM credentials c JOIN tenants t ON t.id = c.tenant_id"
+        " t.clock_frozen_us, t.incarnation FROM credentials c JOIN tenants t ON t.id = c.tenant_id"
         " WHERE c.token_sha256 = ? AND c.revoked = 0",
         (token_sha256,),
     ).fetchone()
@@ -118,6 +119,7 @@ def _load(conn: sqlite3.Connection, token_sha256: str) -> Principal | None:
         rate_limit_per_minute=None if row[9] is None else int(row[9]),
         clock_offset_us=int(row[10]),
         clock_frozen_us=None if row[11] is None else int(row[11]),
+        incarnation=int(row[12]),
     )
 
 
@@ -156,10 +158,10 @@ def ensure_tenant(conn: sqlite3.Connection, tenant: str) -> bool:
     its ``created_at``), its own full-text index. Returns whether it was created."""
     created = conn.execute(
         "INSERT OR IGNORE INTO tenants (rowid, id, auto_approve, proposal_ttl_seconds,"  # noqa: S608 - constant SQL
-        " rate_limit_per_minute, clock_offset_us, clock_frozen_us, created_at)"
-        f" SELECT {_NEXT_TENANT}, ?, ?, ?, NULL, clock_offset_us, clock_frozen_us, ?"
+        " rate_limit_per_minute, clock_offset_us, clock_frozen_us, created_at, incarnation)"
+        f" SELECT {_NEXT_TENANT}, ?, ?, ?, NULL, clock_offset_us, clock_frozen_us, ?, ?"
         " FROM server_state WHERE id = 1",
-        (tenant, '"off"', DEFAULT_PROPOSAL_TTL_SECONDS, clock.now(conn)),
+        (tenant, '"off"', DEFAULT_PROPOSAL_TTL_SECONDS, clock.now(conn), new_incarnation()),
     ).rowcount
     if created:
         conn.execute(fts_ddl(tenant))

@@ -12,6 +12,11 @@ failed answers holds any row (with none, the judge of a recall or propose has no
 and the tenant's earliest pending expiry (``expiry_due``: with none due, the expiry sweep is not
 run); for a status poll, also whether its proposal's poll series is settled
 (``findings.poll_is_settled``).
+Both ``in_transaction`` and ``check_tenant`` hold a request to the tenant it authenticated against:
+a tenant reset, restored or made again under its id while the request ran (its ``incarnation``
+changed) is not the request's, so the request does nothing more in it (503 ``unavailable``,
+retryable: nothing was done; 401 when the tenant is gone), and a journal row it would write after
+answering is not written (``tenant_is``).
 """
 
 from __future__ import annotations
@@ -29,8 +34,10 @@ __all__ = [
     "TransactionState",
     "at_start",
     "bump_index_epoch",
+    "check_tenant",
     "in_transaction",
     "index_epoch",
+    "tenant_is",
 ]
 
 
@@ -69,24 +76,37 @@ _IN_TRANSACTION = (
     " (SELECT balance FROM accounts WHERE id = ?),"
     " EXISTS (SELECT 1 FROM faults WHERE remaining > 0), s.index_epoch,"
     " EXISTS (SELECT 1 FROM client_watch),"
-    " (SELECT min(expires_at) FROM proposals WHERE tenant_id = t.id AND status = 'pending'){}"
+    " (SELECT min(expires_at) FROM proposals WHERE tenant_id = t.id AND status = 'pending'),"
+    " t.incarnation{}"
     " FROM server_state s JOIN tenants t ON t.id = ? WHERE s.id = 1"
 )
 _STATE = _IN_TRANSACTION.format("")
 _STATE_AND_SERIES = _IN_TRANSACTION.format(", " + SETTLED_SERIES)
 
 
+_GONE = "the bearer token's tenant has been deleted"
+_REPLACED = "the tenant was reset, restored or made again while this request ran; nothing was done (retry)"
+
+
 def in_transaction(
-    conn: sqlite3.Connection, tenant: str, account: str, *, poll: tuple[str, str] | None = None
+    conn: sqlite3.Connection,
+    tenant: str,
+    account: str,
+    *,
+    incarnation: int,
+    poll: tuple[str, str] | None = None,
 ) -> TransactionState:
-    """``poll``: the credential and proposal id of a status poll, whose series is read too."""
+    """``incarnation``: the tenant's as the request authenticated (``Principal.incarnation``);
+    ``poll``: the credential and proposal id of a status poll, whose series is read too."""
     if poll is None:
         row = conn.execute(_STATE, (account, tenant)).fetchone()
     else:
         row = conn.execute(_STATE_AND_SERIES, (account, *poll, tenant)).fetchone()
     if row is None:  # deleted by another request since this one authenticated
-        raise DomainError("unauthenticated", "the bearer token's tenant has been deleted")
-    offset, frozen, available, balance, armed, index_epoch, watching, earliest, *settled = row
+        raise DomainError("unauthenticated", _GONE)
+    offset, frozen, available, balance, armed, index_epoch, watching, earliest, current, *settled = row
+    if current != incarnation:
+        raise DomainError("unavailable", _REPLACED)
     return TransactionState(
         now_us=clock.from_state(offset, frozen),
         billing_available=bool(available),
@@ -97,6 +117,21 @@ def in_transaction(
         earliest_pending_expiry=earliest,
         series_settled=bool(settled and settled[0]),
     )
+
+
+def tenant_is(conn: sqlite3.Connection, tenant: str, incarnation: int) -> bool:
+    """Whether ``tenant`` is still the one of ``incarnation`` (not deleted, reset or replaced)."""
+    row = conn.execute("SELECT incarnation FROM tenants WHERE id = ?", (tenant,)).fetchone()
+    return row is not None and row[0] == incarnation
+
+
+def check_tenant(conn: sqlite3.Connection, tenant: str, incarnation: int) -> None:
+    """``tenant_is``, or the request's answer: 401 when the tenant is gone, else 503 ``unavailable``."""
+    row = conn.execute("SELECT incarnation FROM tenants WHERE id = ?", (tenant,)).fetchone()
+    if row is None:
+        raise DomainError("unauthenticated", _GONE)
+    if row[0] != incarnation:
+        raise DomainError("unavailable", _REPLACED)
 
 
 def index_epoch(conn: sqlite3.Connection) -> int:

@@ -22,6 +22,7 @@ from typing import Any
 from fake_lucy.domain import clock, events, journal, server_state
 from fake_lucy.domain import tenants as tenancy
 from fake_lucy.domain.defaults import BUILTIN_TOKENS, DEFAULT_ADMIN_TOKEN
+from fake_lucy.domain.epochs import new_incarnation
 from fake_lucy.domain.errors import invalid_field, invalid_request
 from fake_lucy.domain.lifecycle import clear_index, create_index, index_memory
 from fake_lucy.domain.principals import Scope, bump_auth_epoch, hash_token
@@ -618,6 +619,7 @@ def _restore_tenant(
             "first_credential_id": tenant.get("first_credential_id"),
             "initial_credits": tenant.get("initial_credits"),
             "created_at": created_at,
+            "incarnation": new_incarnation(),
             **({} if place is None else {"rowid": place}),
         },
         f"{base}/id",

@@ -20,7 +20,7 @@ from typing import Any
 
 from fake_lucy.domain import clock, events, lifecycle, sessions
 from fake_lucy.domain.defaults import DEFAULTS
-from fake_lucy.domain.epochs import bump_auth_epoch
+from fake_lucy.domain.epochs import bump_auth_epoch, new_incarnation
 from fake_lucy.domain.errors import DomainError
 from fake_lucy.domain.ids import IdFactory
 from fake_lucy.domain.principals import (
@@ -182,6 +182,7 @@ def reset(conn: sqlite3.Connection, tenant: str) -> None:
     else:
         queries.purge_tenant(conn, tenant, keep=record)
         queries.restore_tenant_start(conn, record, proposal_ttl_seconds=DEFAULT_PROPOSAL_TTL_SECONDS)
+    queries.set_incarnation(conn, tenant, new_incarnation())  # a request in flight stays out of it
     clock.follow_server(conn, tenant)
     bump_auth_epoch(conn)
     events.emit(conn, "reset", {}, at=clock.now(conn, tenant), tenant=tenant)

@@ -221,8 +221,11 @@ class V1Pipeline:
         else:
             call.journal.status = response.status_code
         with self._transaction() as conn:
-            self._journal(conn, call)
-            self._observe(conn, call, code, response.headers.get("retry-after"))
+            # not into a state made since the request began (its tenant reset, restored or made
+            # again): that state never saw the request, and its charge (if any) went with the old
+            if server_state.tenant_is(conn, call.principal.tenant_id, call.principal.incarnation):
+                self._journal(conn, call)
+                self._observe(conn, call, code, response.headers.get("retry-after"))
         return response
 
     def _journal(self, conn: sqlite3.Connection, call: _Call) -> None:
@@ -325,6 +328,7 @@ class V1Pipeline:
         if not call.faults_armed:
             return
         with self._transaction() as conn:  # the take and its event together
+            server_state.check_tenant(conn, call.principal.tenant_id, call.principal.incarnation)
             fault = faults.take(
                 conn,
                 operation=call.operation,
@@ -364,6 +368,7 @@ class V1Pipeline:
             return
         if take:
             with self._transaction() as conn:
+                server_state.check_tenant(conn, call.principal.tenant_id, call.principal.incarnation)
                 state = ratelimit.take_token(
                     conn,
                     credential_id=call.principal.credential_id,
@@ -498,13 +503,17 @@ class V1Pipeline:
         if query is None or looked_up:
             # nothing to rank, or an answer ranked on an index that may be today's: one transaction
             with self._transaction() as conn:
-                tx = server_state.in_transaction(conn, principal.tenant_id, principal.account_id)
+                tx = server_state.in_transaction(
+                    conn, principal.tenant_id, principal.account_id, incarnation=principal.incarnation
+                )
                 cached = [] if query is None else self.recall_cache.get(tx.index_epoch, query.key)
                 if cached is not None:
                     return self._recalled(conn, call, tx, cached, tx.index_epoch)
         assert query is not None
         # one statement, so one snapshot: a recall that cannot be charged is refused before it ranks
-        before = server_state.in_transaction(self.conn, principal.tenant_id, principal.account_id)
+        before = server_state.in_transaction(
+            self.conn, principal.tenant_id, principal.account_id, incarnation=principal.incarnation
+        )
         billing.check_can_charge(billing_available=before.billing_available, balance=before.balance)  # 12
         # (an answer found above was of an older index: the cache has let it go)
         cached = None if looked_up else self.recall_cache.get(before.index_epoch, query.key)
@@ -515,7 +524,9 @@ class V1Pipeline:
             ranked_at, ranked = await self.fake.db.in_snapshot(functools.partial(_rank, query))
             self.recall_cache.put(ranked_at, query.key, ranked)
         with self._transaction() as conn:
-            tx = server_state.in_transaction(conn, principal.tenant_id, principal.account_id)
+            tx = server_state.in_transaction(
+                conn, principal.tenant_id, principal.account_id, incarnation=principal.incarnation
+            )
             return self._recalled(conn, call, tx, ranked, ranked_at)
 
     def _recalled(
@@ -548,7 +559,9 @@ class V1Pipeline:
             raise schema_problem(errors)
         with self._transaction() as conn:
             poll = (principal.credential_id, _subject(call))
-            tx = server_state.in_transaction(conn, principal.tenant_id, principal.account_id, poll=poll)
+            tx = server_state.in_transaction(
+                conn, principal.tenant_id, principal.account_id, incarnation=principal.incarnation, poll=poll
+            )
             now = clock.format_us(tx.now_us)
             if tx.expiry_due(now):
                 lifecycle.expire_due(conn, principal.tenant_id, now)
@@ -586,7 +599,9 @@ class V1Pipeline:
         secret = self._secret(call, body)
         held: faults.Fault | None = None
         with self._transaction() as conn:
-            tx = server_state.in_transaction(conn, principal.tenant_id, principal.account_id)
+            tx = server_state.in_transaction(
+                conn, principal.tenant_id, principal.account_id, incarnation=principal.incarnation
+            )
             now_us = tx.now_us
             now = clock.format_us(now_us)
             replay = idempotency.lookup(conn, principal, key, body_hash, now=now)  # 10
@@ -624,7 +639,9 @@ class V1Pipeline:
         await asyncio.sleep((held.hold_ms or 0) / 1000)
         try:
             with self._transaction() as conn:
-                tx = server_state.in_transaction(conn, principal.tenant_id, principal.account_id)
+                tx = server_state.in_transaction(
+                    conn, principal.tenant_id, principal.account_id, incarnation=principal.incarnation
+                )
                 now = clock.format_us(tx.now_us)
                 replay = idempotency.after_hold(
                     conn, principal, key, body_hash, request_id=call.request_id, now=now

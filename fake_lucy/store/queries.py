@@ -47,6 +47,7 @@ __all__ = [
     "proposals_page",
     "purge_tenant",
     "restore_tenant_start",
+    "set_incarnation",
     "set_tenant_admin",
     "tenant",
     "tenant_admin_hashes",
@@ -394,6 +395,10 @@ def restore_tenant_start(
         " WHERE id = ?",
         ('"off"', proposal_ttl_seconds, record.id),
     )
+
+
+def set_incarnation(conn: sqlite3.Connection, tenant_id: str, incarnation: int) -> None:
+    conn.execute("UPDATE tenants SET incarnation = ? WHERE id = ?", (incarnation, tenant_id))
 
 
 def delete_tenant_row(conn: sqlite3.Connection, tenant_id: str) -> None:

@@ -31,7 +31,7 @@ SCHEMA_SQL = Path(__file__).with_name("schema.sql")
 # a file of a higher one, from a newer fake-lucy, is refused. It goes up with every change of
 # ``schema.sql``, ``ADDED_COLUMNS`` or ``ADDED_INDEXES`` (a test holds it to their digest); a file
 # without one (0) was written before versions, and is brought up to date as any older file is.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 _OWNER = re.compile(r"CREATE (?:TABLE|(?:UNIQUE )?INDEX \S+ ON) (\S+) ")
 
 
@@ -84,6 +84,7 @@ ADDED_COLUMNS = (
     ("tenants", "first_credential_id", "VARCHAR"),
     ("tenants", "initial_credits", "INTEGER"),
     ("tenants", "created_at", "VARCHAR"),
+    ("tenants", "incarnation", "INTEGER NOT NULL DEFAULT 0"),
     ("faults", "tenant_id", "VARCHAR"),
     ("journal", "tenant", "VARCHAR NOT NULL DEFAULT ''"),
     ("ledger", "tenant_id", "VARCHAR NOT NULL DEFAULT ''"),

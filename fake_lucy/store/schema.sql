@@ -55,5 +55,5 @@ CREATE TABLE seq_floors (name VARCHAR NOT NULL, floor INTEGER NOT NULL, PRIMARY 
 
 CREATE TABLE server_state (id INTEGER NOT NULL, clock_offset_us INTEGER NOT NULL, clock_frozen_us INTEGER, billing_available BOOLEAN NOT NULL, id_sequence INTEGER NOT NULL, auth_epoch INTEGER NOT NULL, index_epoch INTEGER NOT NULL, seed_sha256 VARCHAR, findings_seq INTEGER NOT NULL, PRIMARY KEY (id));
 
-CREATE TABLE tenants (id VARCHAR NOT NULL, auto_approve VARCHAR NOT NULL, proposal_ttl_seconds INTEGER NOT NULL, rate_limit_per_minute INTEGER, clock_offset_us INTEGER NOT NULL, clock_frozen_us INTEGER, admin_token_sha256 VARCHAR, first_credential_id VARCHAR, initial_credits INTEGER, created_at VARCHAR, PRIMARY KEY (id));
+CREATE TABLE tenants (id VARCHAR NOT NULL, auto_approve VARCHAR NOT NULL, proposal_ttl_seconds INTEGER NOT NULL, rate_limit_per_minute INTEGER, clock_offset_us INTEGER NOT NULL, clock_frozen_us INTEGER, admin_token_sha256 VARCHAR, first_credential_id VARCHAR, initial_credits INTEGER, created_at VARCHAR, incarnation INTEGER NOT NULL, PRIMARY KEY (id));
 CREATE UNIQUE INDEX ix_tenants_admin_token_sha256 ON tenants (admin_token_sha256);

@@ -47,6 +47,10 @@ class Tenant(SQLModel, table=True):
     initial_credits: int | None = None
     # when the tenant row was made, by the server clock (an older file: when it was first opened)
     created_at: str | None = None
+    # A random value given anew whenever the tenant's state is made again (created, reset,
+    # restored, made again under its id): a v1 request still in flight from before is not let
+    # into the new state (``server_state.in_transaction``, ``server_state.tenant_is``).
+    incarnation: int = 0
 
 
 class Account(SQLModel, table=True):

@@ -319,7 +319,10 @@ def test_an_answer_shares_nothing_with_the_cache(fake) -> None:
 
     def answer() -> list[dict[str, Any]]:
         with db.write() as conn:
-            tx = server_state.in_transaction(conn, "tenant_dev", "acct_dev")
+            (incarnation,) = conn.execute(
+                "SELECT incarnation FROM tenants WHERE id = 'tenant_dev'"
+            ).fetchone()
+            tx = server_state.in_transaction(conn, "tenant_dev", "acct_dev", incarnation=incarnation)
             query = prepare(
                 tenant="tenant_dev",
                 scopes=(Scope("project", "project_example"),),
