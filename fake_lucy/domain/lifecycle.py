@@ -330,7 +330,7 @@ def _require_pending(record: ProposalRecord, action: str) -> None:
     if record.status != "pending":
         raise DomainError(
             "invalid_transition",
-            f"a proposal in a final state cannot be {action}",
+            f"the proposal is {record.status} already: a proposal in a final state cannot be {action}",
             details={"status": record.status},
         )
 

@@ -55,6 +55,10 @@ class QueueView:
     # the clock of each listed proposal's tenant that is not ``now`` (a tenant admin moved it):
     # its expiry follows that one
     tenant_now: dict[str, str] = field(default_factory=dict)
+    # real milliseconds until the first listed proposal expires by its tenant's running clock (a
+    # frozen clock moves only by a control call, which is an event of its own); None: none will
+    next_expiry_ms: int | None = None
+    after: int = 0  # the page starts after this proposal's row number (0: the first page)
 
 
 def queue(
@@ -80,6 +84,12 @@ def queue(
     ]
     now_us = clock.now_us(conn, tenant)  # a tenant's session: its own clock, which its expiries follow
     others = {each: clock.now_us(conn, each) for each in {p.tenant_id for p in page.items} - {tenant}}
+    running = {each: not clock.state(conn, each)["frozen"] for each in {p.tenant_id for p in page.items}}
+    waits = [
+        (clock.parse_timestamp(p.expires_at) - others.get(p.tenant_id, now_us)) // 1000
+        for p in page.items
+        if running[p.tenant_id]
+    ]
     # a clock read a moment later is not another clock: one a second or more apart is
     apart = {each: us for each, us in others.items() if abs(us - now_us) >= 1_000_000}
     return QueueView(
@@ -89,6 +99,8 @@ def queue(
         now=clock.format_us(now_us),
         last_event_id=events.resume_after(conn, None),
         tenant_now={each: clock.format_us(us) for each, us in apart.items()},
+        next_expiry_ms=max(0, min(waits)) if waits else None,
+        after=after,
     )
 
 

@@ -39,7 +39,7 @@ from fake_lucy.http.events import EventStream, last_event_id
 from fake_lucy.http.problems import ERRORS, problem_response, schema_problem
 from fake_lucy.runtime import FakeLucy
 from fake_lucy.text import pieces, word_diff
-from lucy_memory._contract import PROPOSAL_STATES, schema_validator
+from lucy_memory._contract import PROPOSAL_STATES, load_schema, schema_validator
 
 __all__ = ["COOKIE", "COOKIE_ATTRIBUTES", "PREFIX", "CookieAttributes", "console_router", "visible_markup"]
 
@@ -57,6 +57,10 @@ class CookieAttributes(TypedDict):
 # set as well when the console is served over https).
 COOKIE_ATTRIBUTES: Final[CookieAttributes] = {"path": PREFIX, "httponly": True, "samesite": "strict"}
 MAX_FORM = 16_384
+# the reject request's reason_detail, in UTF-8 bytes (its schema's x-maxUtf8Bytes)
+MAX_REASON_BYTES = int(
+    load_schema("control-reject-request.schema.json")["properties"]["reason_detail"]["x-maxUtf8Bytes"]
+)
 PAGE = 50
 STATUSES = PROPOSAL_STATES
 SECURITY_HEADERS = {
@@ -223,7 +227,10 @@ class Console:
         async for chunk in request.stream():
             body += chunk
             if len(body) > MAX_FORM:
-                raise _BadInput("the form is too large")
+                raise _BadInput(
+                    f"the form is too large (over {MAX_FORM // 1024} KiB): a reason holds at most"
+                    f" {MAX_REASON_BYTES:,} UTF-8 bytes"
+                )
         try:
             return dict(parse_qsl(body.decode("utf-8"), keep_blank_values=True, max_num_fields=50))
         except (UnicodeDecodeError, ValueError):
@@ -431,6 +438,12 @@ def console_router(fake: FakeLucy, stream: EventStream) -> APIRouter:
         ) -> None:
             reason = form.get("reason", "").strip() or None
             if reason is not None:
+                size = len(reason.encode("utf-8", "surrogatepass"))
+                if size > MAX_REASON_BYTES:  # named as the reviewer knows it, not as the API's field
+                    raise _BadInput(
+                        f"the reason is too long: at most {MAX_REASON_BYTES:,} UTF-8 bytes, this one"
+                        f" has {size:,} (a character beyond ASCII takes two to four)"
+                    )
                 _valid("control-reject-request.schema.json", {"reason_detail": reason})
             admin.decide(
                 conn, fake.ids, path["proposal_id"], decision, reason_detail=reason, scope=_scope(session)

@@ -25,9 +25,11 @@
   // form. The refusal is the server's own page, parsed (its scripts never run), its text shown.
   function send(form, submitter) {
     var data = new URLSearchParams(new FormData(form, submitter || undefined));
-    var shown = form.nextElementSibling;
-    if (shown && shown.classList.contains("refusal")) {
-      shown.remove();
+    var shown = anchorOf(form).nextElementSibling;
+    while (shown && shown.classList.contains("refusal")) {
+      var next = shown.nextElementSibling;
+      shown.remove(); // a new action on the proposal: what was said of the last one goes
+      shown = next;
     }
     if (submitter) {
       submitter.disabled = true;
@@ -65,6 +67,12 @@
     note(form, said, submitter);
   }
 
+  // A refusal goes below the row of a card's buttons (a proposal's Approve and Reject), never
+  // between them, where it would push the reason box and the other button aside.
+  function anchorOf(form) {
+    return form.closest(".actions") || form;
+  }
+
   function note(form, text, submitter) {
     var shown = document.createElement("p");
     shown.className = "refusal error";
@@ -75,7 +83,7 @@
     if (named) {
       shown.dataset.about = named;
     }
-    form.after(shown);
+    anchorOf(form).after(shown);
   }
 
   // A refusal outlives the live update that swaps the page's <main>: it goes beside the same form in
@@ -86,7 +94,7 @@
     notes.forEach(function (shown) {
       for (var i = 0; i < forms.length; i++) {
         if (forms[i].getAttribute("action") === shown.dataset.action) {
-          forms[i].after(shown);
+          anchorOf(forms[i]).after(shown);
           return;
         }
       }
@@ -163,6 +171,7 @@
           main.replaceWith(swapped);
           keep(notes, swapped);
           swapped.addEventListener("mouseleave", retry);
+          scheduleExpiry();
         }
         say("live · updated " + new Date().toLocaleTimeString());
       })
@@ -177,6 +186,22 @@
         }
       });
   }
+
+  // A proposal expires by the clock, with no event: the queue asks for itself again once the
+  // first one it lists is due (the server names when: #next-expiry, real milliseconds).
+  var expiryTimer = null;
+  function scheduleExpiry() {
+    var next = document.getElementById("next-expiry");
+    if (expiryTimer !== null) {
+      window.clearTimeout(expiryTimer);
+      expiryTimer = null;
+    }
+    if (next) {
+      var wait = Math.min(Number(next.dataset.ms) + 250, 86400000); // setTimeout's range
+      expiryTimer = window.setTimeout(refresh, wait);
+    }
+  }
+  scheduleExpiry();
 
   var source = new EventSource(body.dataset.events + "?after=" + encodeURIComponent(body.dataset.after || "0"));
   types.forEach(function (type) {

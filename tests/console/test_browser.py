@@ -25,7 +25,7 @@ from mcp.types import Implementation
 from playwright.sync_api import Browser, BrowserContext, Dialog, Page, Route, expect
 
 from fake_lucy.domain import sessions
-from fake_lucy.domain.clock import parse_timestamp
+from fake_lucy.domain.clock import format_us, parse_timestamp
 from fake_lucy.http.console import COOKIE, COOKIE_ATTRIBUTES
 from fake_lucy.store.connection import Database
 from fake_lucy.testing import LiveServer
@@ -515,7 +515,9 @@ def test_a_refusal_stays_on_the_page_when_a_live_update_removes_its_form(
     expect(page.locator("#live-status")).to_have_text("live · changes wait while you use the page")
     approve.click()
     refusal = page.get_by_role("alert")
-    expect(refusal).to_contain_text("a proposal in a final state cannot be approved")
+    expect(refusal).to_contain_text("the proposal is rejected already: a proposal in a final state")
+    # below the card's row of buttons, not between them (where it pushed the reason box aside)
+    expect(card.locator(".actions + p.refusal")).to_have_count(1)
     said = refusal.inner_text()
     page.mouse.move(0, 0)
     page.locator("h1").click()  # pointer and focus leave the list: the update comes
@@ -554,3 +556,51 @@ def test_an_action_after_the_session_ended_leads_to_the_login_page(page: Page, l
     page.get_by_role("button", name=f"Approve {created['id']}").click()
     expect(page.get_by_label("Admin token")).to_be_visible()
     assert proposal_status(live, created["id"])["status"] == "pending"
+
+
+def test_a_proposal_that_expires_while_the_queue_is_open_leaves_it_without_a_reload(
+    page: Page, live: LiveServer
+) -> None:
+    """An expiry by the clock sends no event: the page asks for itself again when the first listed
+    proposal is due (the server names when). The clock is set, running, to 1.5 s before it."""
+    with control(live) as http:
+        http.put("/_fake/tenants/tenant_dev/policy", json={"proposal_ttl_seconds": 60}).raise_for_status()
+    created = propose(live, proposal_body("Only good for a minute."))
+    due = parse_timestamp(created["expires_at"]) - 1_500_000
+    with control(live) as http:
+        http.put("/_fake/clock", json={"now": format_us(due), "frozen": False}).raise_for_status()
+    page.reload()
+    expect(page.locator("#live-status")).to_have_text("live")
+    page.evaluate("window.loadedOnce = true")
+    card = page.locator(f"article#{created['id']}")
+    expect(card).to_be_visible()
+    expect(card).to_have_count(0, timeout=6_000)
+    expect(page.locator("#pending-count")).to_have_text("0 pending")
+    assert page.evaluate("window.loadedOnce") is True  # the same document: no reload
+    assert proposal_status(live, created["id"])["status"] == "expired"
+
+
+def test_long_words_wrap_inside_the_window_on_the_queue_and_the_proposals_page(
+    page: Page, live: LiveServer
+) -> None:
+    """A 200-character topic and a long URL in the justification (both allowed) stay inside a
+    1280 px window and a 375 px one: no page wider than its window."""
+    propose(
+        live,
+        proposal_body(
+            "Where the runbook lives.",
+            topic="runbook-" + "x" * 192,
+            justification="See https://example.com/" + "a" * 300 + "\nand the next line.",
+        ),
+    )
+    for width in (1280, 375):
+        page.set_viewport_size({"width": width, "height": 900})
+        for path in ("/", "/proposals"):
+            page.goto(CONSOLE + path)
+            expect(page.locator("main")).to_contain_text("Where the runbook lives.")
+            wide = page.evaluate("document.documentElement.scrollWidth")
+            assert wide <= width, f"{path} at {width} px is {wide} px wide"
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.goto(CONSOLE + "/")
+    why = page.locator("p.why")
+    assert why.evaluate("e => getComputedStyle(e).whiteSpace") == "pre-wrap"  # its lines are kept

@@ -568,3 +568,61 @@ async def test_an_unknown_console_address_is_a_page_and_a_refused_form_names_its
     assert refused.status_code == 422
     assert refused.headers["content-type"].startswith("text/html")
     assert "count" in refused.text.split("<h1>", 1)[1]  # the field the schema refused
+
+
+async def test_the_queue_names_when_its_first_proposal_expires_by_a_running_clock_only(
+    fake: InProcessFake, browser: httpx.AsyncClient, api: httpx.AsyncClient, admin: FakeAdmin
+) -> None:
+    """A proposal expires with no event: the page says when (real ms) so that it asks for itself
+    again then (console.js); a frozen clock moves only by a control call, which is an event."""
+    await admin.set_policy("tenant_dev", proposal_ttl_seconds=90)
+    await propose(api, proposal_body("Expires in a minute and a half."))
+    assert (await log_in(browser)).status_code == 303
+    running = re.search(r'id="next-expiry" data-ms="(\d+)"', (await browser.get(CONSOLE + "/")).text)
+    assert running is not None
+    assert 80_000 < int(running.group(1)) <= 90_000
+    await admin.set_clock(frozen=True)
+    assert 'id="next-expiry"' not in (await browser.get(CONSOLE + "/")).text
+
+
+async def test_a_later_queue_page_left_empty_says_so_and_leads_back_to_the_first(
+    fake: InProcessFake, browser: httpx.AsyncClient, api: httpx.AsyncClient, admin: FakeAdmin, logged_in: str
+) -> None:
+    """Its proposals decided (here or elsewhere), page 2 is not "Nothing to review" while page 1
+    still holds 50."""
+    made = [(await propose(api, proposal_body(f"Plan {n}."))).json()["proposal"]["id"] for n in range(51)]
+    first = (await browser.get(CONSOLE + "/")).text
+    later = re.search(r'href="(/_fake/console/\?after=\d+)"', first)
+    assert later is not None, "page 1 links to page 2"
+    assert made[50] in (await browser.get(later.group(1))).text
+    await admin.approve(made[50])
+    emptied = (await browser.get(later.group(1))).text
+    assert "Nothing to review." not in emptied
+    assert "Nothing more to review after this point." in emptied
+    assert f'<a href="{CONSOLE}/">Back to the first page</a> (50 pending)' in emptied
+
+
+async def test_a_reason_too_long_is_named_as_the_reason_in_bytes_and_the_proposal_stays_pending(
+    browser: httpx.AsyncClient, api: httpx.AsyncClient, admin: FakeAdmin, logged_in: str
+) -> None:
+    proposal = (await propose(api, proposal_body("Keep it short."))).json()["proposal"]["id"]
+    refused = await act(browser, f"/proposals/{proposal}/reject", logged_in, reason="漢" * 1000)
+    assert refused.status_code == 400
+    said = refused.text.split("<h1>", 1)[1]
+    assert "the reason is too long: at most 2,048 UTF-8 bytes, this one has 3,000" in said
+    assert "reason_detail" not in said
+    huge = await act(browser, f"/proposals/{proposal}/reject", logged_in, reason="漢" * 2048)
+    assert huge.status_code == 400
+    assert "the form is too large (over 16 KiB): a reason holds at most 2,048 UTF-8 bytes" in huge.text
+    [listed] = (await admin.proposals(status="pending"))["items"]
+    assert listed["id"] == proposal
+
+
+async def test_a_decision_on_a_decided_proposal_says_which_state_it_is_in(
+    browser: httpx.AsyncClient, api: httpx.AsyncClient, admin: FakeAdmin, logged_in: str
+) -> None:
+    proposal = (await propose(api, proposal_body("Decided elsewhere."))).json()["proposal"]["id"]
+    await admin.expire(proposal)
+    refused = await act(browser, f"/proposals/{proposal}/approve", logged_in)
+    assert refused.status_code == 409
+    assert "the proposal is expired already: a proposal in a final state cannot be approved" in refused.text
