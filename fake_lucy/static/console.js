@@ -37,6 +37,7 @@
     fetch(form.action, { method: "POST", body: data, credentials: "same-origin", headers: { Accept: "text/html" } })
       .then(function (response) {
         if (response.ok) {
+          keepPlace(form, submitter, response.url);
           window.location.assign(response.url);
           return null;
         }
@@ -66,6 +67,55 @@
     var said = title && text ? title.textContent + ": " + text.textContent : "Refused (HTTP " + status + ").";
     note(form, said, submitter);
   }
+
+  // After an action on a card the page is loaded again; a keyboard or screen reader user goes on
+  // where they were: the focus goes to the card now in the acted one's place (the next in line),
+  // and the status line says what was done.
+  var PLACE = "fake-lucy-console-place";
+  function keepPlace(form, submitter, target) {
+    var card = form.closest("article.proposal");
+    if (!card) {
+      return;
+    }
+    var cards = Array.prototype.slice.call(document.querySelectorAll("article.proposal"));
+    var url = new URL(target, window.location.href);
+    var named = submitter && (submitter.getAttribute("aria-label") || submitter.textContent.trim());
+    try {
+      window.sessionStorage.setItem(PLACE, JSON.stringify({ at: url.pathname + url.search, index: cards.indexOf(card), done: named || "" }));
+    } catch (ignored) {
+      // no storage (a private window's policy): the page loads at its top, as without JavaScript
+    }
+  }
+  function restorePlace() {
+    var kept = null;
+    try {
+      kept = JSON.parse(window.sessionStorage.getItem(PLACE) || "null");
+      window.sessionStorage.removeItem(PLACE);
+    } catch (ignored) {
+      return;
+    }
+    if (!kept || kept.at !== window.location.pathname + window.location.search) {
+      return;
+    }
+    var cards = document.querySelectorAll("article.proposal");
+    var card = cards[Math.min(kept.index, cards.length - 1)];
+    var target = card ? card.querySelector("button") : document.querySelector("main h1");
+    if (target) {
+      if (!card) {
+        target.setAttribute("tabindex", "-1");
+      }
+      target.focus();
+    }
+    if (kept.done) {
+      done = kept.done + ": done · ";
+      var line = document.getElementById("live-status");
+      if (line) {
+        line.textContent = done.slice(0, -3);
+      }
+    }
+  }
+  var done = ""; // what the last action did, said before the live status until the page changes
+  restorePlace();
 
   // A refusal goes below the row of a card's buttons (a proposal's Approve and Reject), never
   // between them, where it would push the reason box and the other button aside.
@@ -115,7 +165,7 @@
 
   function say(text) {
     if (status) {
-      status.textContent = text;
+      status.textContent = done + text;
     }
   }
 
@@ -173,6 +223,7 @@
           swapped.addEventListener("mouseleave", retry);
           scheduleExpiry();
         }
+        done = "";
         say("live · updated " + new Date().toLocaleTimeString());
       })
       .catch(function () {

@@ -604,3 +604,27 @@ def test_long_words_wrap_inside_the_window_on_the_queue_and_the_proposals_page(
     page.goto(CONSOLE + "/")
     why = page.locator("p.why")
     assert why.evaluate("e => getComputedStyle(e).whiteSpace") == "pre-wrap"  # its lines are kept
+
+
+def test_after_a_keyboard_approval_the_focus_is_on_the_next_card_and_the_status_says_it(
+    page: Page, live: LiveServer
+) -> None:
+    """The page loads again after an action: the focus goes to the card now in the acted one's
+    place, not back to the top (ten Tabs from the next Approve), and the status line says what
+    was done, for a screen reader (it is aria-live)."""
+    first = propose(live, proposal_body("First in line."))
+    second = propose(live, proposal_body("Second in line."))
+    page.reload()
+    cards = page.get_by_role("article")
+    expect(cards).to_have_count(2)
+    expect(page.get_by_role("article", name=f"decision proposal {first['id']}")).to_be_visible()
+    page.locator(f"article#{first['id']}").get_by_role("button", name="Approve").focus()
+    page.keyboard.press("Enter")
+    expect(page.locator(f"article#{first['id']}")).to_have_count(0)
+    expect(page.locator(f"article#{second['id']}").get_by_role("button", name="Approve")).to_be_focused()
+    expect(page.locator("#live-status")).to_contain_text(f"Approve {first['id']}: done")
+    assert proposal_status(live, first["id"])["status"] == "approved"
+    page.keyboard.press("Enter")  # the next one, without a Tab
+    expect(page.locator(f"article#{second['id']}")).to_have_count(0)
+    expect(page.get_by_role("heading", name="Review queue")).to_be_focused()
+    assert proposal_status(live, second["id"])["status"] == "approved"

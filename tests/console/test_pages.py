@@ -626,3 +626,17 @@ async def test_a_decision_on_a_decided_proposal_says_which_state_it_is_in(
     refused = await act(browser, f"/proposals/{proposal}/approve", logged_in)
     assert refused.status_code == 409
     assert "the proposal is expired already: a proposal in a final state cannot be approved" in refused.text
+
+
+async def test_stored_text_takes_its_own_direction_on_every_page_that_shows_it(
+    browser: httpx.AsyncClient, api: httpx.AsyncClient, admin: FakeAdmin, logged_in: str
+) -> None:
+    """Right-to-left text (an Arabic sentence) is laid out by its own direction: dir="auto" on
+    content, topic and justification, so its punctuation stays at its end."""
+    text = "تم اعتماد قاعدة البيانات."
+    await propose(api, proposal_body(text, justification=f"{text}!", topic="arabic-note"))
+    queue = (await browser.get(CONSOLE + "/")).text
+    assert f'<div class="content" dir="auto">{text}</div>' in queue
+    assert f'<span dir="auto">{text}!</span>' in queue
+    assert '<code dir="auto">arabic-note</code>' in queue
+    assert f'<td class="text" dir="auto">{text}</td>' in (await browser.get(CONSOLE + "/proposals")).text
