@@ -56,10 +56,48 @@
       });
   }
 
+  // The session ended (a logout elsewhere, 12 h unused, its tenant deleted): the login page, unless
+  // the reviewer typed something here (a reason), which the page then keeps, saying why nothing
+  // more can be done from it, with the way to log in again.
+  var over = false;
+  function sessionOver() {
+    var main = document.getElementById("live");
+    if (!main || !typedInto(main)) {
+      window.location.assign(body.dataset.login);
+      return;
+    }
+    if (over) {
+      return;
+    }
+    over = true;
+    var said = document.createElement("p");
+    said.className = "refusal error";
+    said.setAttribute("role", "alert");
+    said.append("Your session has ended: what you typed is still on this page to copy; ");
+    var link = document.createElement("a");
+    link.href = body.dataset.login;
+    link.textContent = "log in again";
+    said.append(link, " to act on it.");
+    main.before(said);
+    if (status) {
+      status.textContent = "session ended";
+    }
+  }
+
+  function typedInto(main) {
+    var fields = main.querySelectorAll("input, textarea");
+    for (var i = 0; i < fields.length; i++) {
+      if (fields[i].type !== "hidden" && fields[i].value !== fields[i].defaultValue) {
+        return true;
+      }
+    }
+    return false;
+  }
+
   function refuse(form, html, status, submitter) {
     var answer = new DOMParser().parseFromString(html, "text/html");
     if (answer.querySelector(".message[data-login]")) {
-      window.location.assign(body.dataset.login); // the session ended: log in again
+      sessionOver();
       return;
     }
     var title = answer.querySelector(".message h1");
@@ -155,8 +193,8 @@
       main.before(shown);
     });
   }
-  var types = (body.dataset.live || "").split(" ").filter(Boolean);
   var status = document.getElementById("live-status");
+  var types = (body.dataset.live || "").split(" ").filter(Boolean);
   if (!types.length || !window.EventSource) {
     return;
   }
@@ -173,16 +211,6 @@
   // holds what they typed (a reason, a count), nor while the pointer is over it (a button would
   // move away from under the click, and the click land on another proposal's). The update waits
   // and comes when the pointer leaves or the focus moves out.
-  function typedInto(main) {
-    var fields = main.querySelectorAll("input, textarea");
-    for (var i = 0; i < fields.length; i++) {
-      if (fields[i].type !== "hidden" && fields[i].value !== fields[i].defaultValue) {
-        return true;
-      }
-    }
-    return false;
-  }
-
   function inUse() {
     var main = document.getElementById("live");
     if (!main) {
@@ -203,7 +231,11 @@
     busy = true;
     fetch(window.location.href, { credentials: "same-origin", headers: { Accept: "text/html" } })
       .then(function (response) {
-        if (response.redirected || !response.ok) {
+        if (response.redirected) {
+          sessionOver(); // only the login page is a redirect
+          return null;
+        }
+        if (!response.ok) {
           window.location.reload();
           return null;
         }
@@ -263,9 +295,8 @@
   };
   source.onerror = function () {
     if (source.readyState === EventSource.CLOSED) {
-      // refused for good (the session ended: logout, 12 h unused, its tenant deleted): the page
-      // itself then answers with the login page
-      window.location.reload();
+      // refused for good (the session ended: logout, 12 h unused, its tenant deleted)
+      sessionOver();
       return;
     }
     say("live · reconnecting…");

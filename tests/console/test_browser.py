@@ -558,6 +558,29 @@ def test_an_action_after_the_session_ended_leads_to_the_login_page(page: Page, l
     assert proposal_status(live, created["id"])["status"] == "pending"
 
 
+def test_a_reason_typed_when_the_session_ended_stays_on_the_page_with_the_way_to_log_in(
+    page: Page, live: LiveServer
+) -> None:
+    """Reject with a typed reason after a logout in another tab: the page does not go to the login
+    page and take the reason with it; it says the session ended, keeps the text, links to log in."""
+    created = propose(live, proposal_body("Rejected by nobody."))
+    page.route("**/events*", lambda route: route.abort())  # no live updates: the page stays as it is
+    page.reload()
+    with server_database(live) as conn:
+        conn.execute("DELETE FROM console_sessions")  # a logout in another tab
+    card = page.locator(f"article#{created['id']}")
+    card.get_by_role("textbox").fill("duplicate of a memory we already hold, see the wiki page")
+    card.get_by_role("button", name="Reject").click()
+    expect(page.get_by_role("alert")).to_contain_text("Your session has ended: what you typed is still")
+    expect(card.get_by_role("textbox")).to_have_value(
+        "duplicate of a memory we already hold, see the wiki page"
+    )
+    assert page.url == f"{live.base_url}{CONSOLE}/"
+    page.get_by_role("link", name="log in again").click()
+    expect(page.get_by_label("Admin token")).to_be_visible()
+    assert proposal_status(live, created["id"])["status"] == "pending"
+
+
 def test_a_proposal_that_expires_while_the_queue_is_open_leaves_it_without_a_reload(
     page: Page, live: LiveServer
 ) -> None:
