@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from fake_lucy.domain import admin, clock, events, faults, policy
+from fake_lucy.domain.tenants import AdminScope
 from fake_lucy.store import findings as findings_store
 from fake_lucy.store import review
 from fake_lucy.store.queries import JournalFilter, MemoryFilter, ProposalFilter
@@ -225,10 +226,17 @@ class Listing(Generic[T]):
 
 
 def proposals(
-    conn: sqlite3.Connection, *, tenant: str | None, status: str | None, after: int, limit: int
+    conn: sqlite3.Connection,
+    *,
+    scope: AdminScope,
+    tenant: str | None,
+    status: str | None,
+    after: int,
+    limit: int,
 ) -> Listing[ProposalRecord]:
-    """Proposals of every status (or one), in creation order."""
-    page = admin.proposals(conn, ProposalFilter(status, tenant), after=after, limit=limit)
+    """Proposals of every status (or one), of every tenant ``scope`` reaches (or one), in creation
+    order: as the control API lists them (a tenant admin filtering by another tenant: none)."""
+    page = admin.proposals(conn, ProposalFilter(status, tenant), after=after, limit=limit, scope=scope)
     return Listing(page.items, page.last, events.resume_after(conn, None))
 
 

@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 from importlib import resources
 from typing import Any, Final, Literal, TypedDict
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, urlencode
 
 from fastapi import APIRouter
 from jinja2 import Environment, PackageLoader, StrictUndefined
@@ -39,7 +39,13 @@ from fake_lucy.http.events import EventStream, last_event_id
 from fake_lucy.http.problems import ERRORS, problem_response, schema_problem
 from fake_lucy.runtime import FakeLucy
 from fake_lucy.text import pieces, word_diff
-from lucy_memory._contract import PROPOSAL_STATES, load_schema, schema_validator
+from lucy_memory._contract import (
+    PROPOSAL_STATES,
+    load_contract,
+    load_schema,
+    parameters_validator,
+    schema_validator,
+)
 
 __all__ = ["COOKIE", "COOKIE_ATTRIBUTES", "PREFIX", "CookieAttributes", "console_router", "visible_markup"]
 
@@ -84,6 +90,10 @@ LIVE = {
     "settings": "clock.changed fault.fired reset",
     "reset": "",
 }
+# the Proposals page's tenant filter: what the control API's proposals listing takes
+_TENANT_FILTER = parameters_validator(
+    (("tenant", load_contract("fake-control")["operations"]["list_proposals"]["query"]["tenant"]["schema"]),)
+)
 _STATIC = {"console.js": "text/javascript; charset=utf-8", "console.css": "text/css; charset=utf-8"}
 
 
@@ -329,10 +339,20 @@ def _proposals(conn: sqlite3.Connection, session: Session, query: Mapping[str, s
     status = query.get("status") or None
     if status is not None and status not in STATUSES:
         raise _BadInput("status must be one of " + ", ".join(STATUSES))
+    tenant = query.get("tenant") or None
+    if tenant is not None and _TENANT_FILTER.errors({"tenant": tenant}):
+        raise _BadInput("tenant must be a tenant id (letters, digits and . _ : -)")
     listing = review.proposals(
-        conn, tenant=session.tenant, status=status, after=_int(query, "after"), limit=PAGE
+        conn, scope=_scope(session), tenant=tenant, status=status, after=_int(query, "after"), limit=PAGE
     )
-    return {"listing": listing, "status": status, "last_event_id": listing.last_event_id}
+    filters = {name: value for name, value in (("status", status), ("tenant", tenant)) if value}
+    return {
+        "listing": listing,
+        "status": status,
+        "tenant": tenant,
+        "filters": urlencode(filters),
+        "last_event_id": listing.last_event_id,
+    }
 
 
 def _memories(conn: sqlite3.Connection, session: Session, query: Mapping[str, str]) -> dict[str, Any]:

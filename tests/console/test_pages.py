@@ -13,7 +13,7 @@ import pytest
 
 from fake_lucy.domain import sessions
 from fake_lucy.testing import AdminError, FakeAdmin, InProcessFake
-from tests.helpers import proposal_body, propose
+from tests.helpers import WORKSPACE, proposal_body, propose
 
 pytestmark = pytest.mark.anyio
 
@@ -640,3 +640,34 @@ async def test_stored_text_takes_its_own_direction_on_every_page_that_shows_it(
     assert f'<span dir="auto">{text}!</span>' in queue
     assert '<code dir="auto">arabic-note</code>' in queue
     assert f'<td class="text" dir="auto">{text}</td>' in (await browser.get(CONSOLE + "/proposals")).text
+
+
+async def test_the_proposals_page_filters_by_tenant_for_the_server_admin(
+    fake: InProcessFake, browser: httpx.AsyncClient, api: httpx.AsyncClient, admin: FakeAdmin
+) -> None:
+    """As ``GET /_fake/proposals?tenant=`` (and ``fake-lucy proposals --tenant``): one tenant's, the
+    filter kept on the next page's link; a tenant admin filtering by another tenant gets an empty
+    page; a value that is no tenant id is refused, naming the filter."""
+    made = await admin.create_tenant("tenant-filtered")
+    async with fake.client(made["credential"]["token"]) as other:
+        for n in range(51):
+            await propose(other, proposal_body(f"Other plan {n}.", scope=WORKSPACE))
+    await propose(api, proposal_body("A dev tenant plan."))
+    assert (await log_in(browser)).status_code == 303
+    page = (await browser.get(CONSOLE + "/proposals", params={"tenant": "tenant_dev"})).text
+    assert "A dev tenant plan." in page
+    assert "Other plan" not in page
+    assert 'name="tenant" value="tenant_dev"' in page
+    others = (await browser.get(CONSOLE + "/proposals", params={"tenant": "tenant-filtered"})).text
+    assert "A dev tenant plan." not in others
+    assert 'href="/_fake/console/proposals?tenant=tenant-filtered&amp;after=' in others
+    bad = await browser.get(CONSOLE + "/proposals", params={"tenant": "bad!"})
+    assert bad.status_code == 400
+    assert "tenant must be a tenant id" in bad.text
+    async with fake.client(None) as tenant_browser:
+        assert (await log_in(tenant_browser, made["admin_token"])).status_code == 303
+        foreign = await tenant_browser.get(CONSOLE + "/proposals", params={"tenant": "tenant_dev"})
+        assert foreign.status_code == 200
+        assert "A dev tenant plan." not in foreign.text
+        assert "No proposals of tenant tenant_dev." in foreign.text
+        assert 'name="tenant"' not in foreign.text  # its page has no tenant filter to offer
