@@ -642,7 +642,13 @@ def _restore_tenant(
             "scopes": json.dumps(credential["scopes"]),
         }
         pointer = f"{base}/credentials/{i}"
-        _insert(conn, "credentials", values, pointer, unique={"token_sha256": f"{pointer}/token_sha256"})
+        _insert(
+            conn,
+            "credentials",
+            values,
+            f"{pointer}/credential_id",
+            unique={"token_sha256": f"{pointer}/token_sha256"},
+        )
     for i, memory in enumerate(tenant["memories"]):
         _restore_memory(conn, tenant_id, memory, f"{base}/memories/{i}")
     for i, proposal in enumerate(tenant["proposals"]):

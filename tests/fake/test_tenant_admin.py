@@ -526,3 +526,43 @@ async def test_a_tenant_a_whole_restore_brings_in_reads_no_event_from_before(fak
     ):
         first = await stream.next()
     assert (first.type, first.tenant, first.data) == ("reset", None, {"snapshot": True})
+
+
+# (field of tenant A's snapshot to overwrite, path in B's snapshot of the value that B holds)
+GLOBAL_VALUES = [
+    ("accounts/0/id", "accounts/0/id"),
+    ("credentials/0/credential_id", "credentials/0/credential_id"),
+    ("credentials/0/token_sha256", "credentials/0/token_sha256"),
+    ("memories/0/id", "memories/0/id"),
+    ("proposals/0/id", "proposals/0/id"),
+]
+
+
+def _at(document: Any, path: str) -> tuple[Any, str]:
+    *parents, last = path.split("/")
+    for part in parents:
+        document = document[int(part)] if part.isdigit() else document[part]
+    return document, last
+
+
+@pytest.mark.parametrize(("mine", "theirs"), GLOBAL_VALUES, ids=[m for m, _ in GLOBAL_VALUES])
+async def test_a_tenant_snapshot_taking_an_id_another_tenant_holds_is_a_422_and_changes_neither(
+    admin, tenants, mine, theirs
+) -> None:
+    """Ids and token hashes are global: a tenant admin's restore cannot take one of another tenant's
+    (contract put_snapshot); the refusal names the first place it is written, and neither tenant
+    changes."""
+    a, b = tenants
+    document = await a.admin.call("GET", "/snapshot")
+    [b_tenant] = (await b.admin.call("GET", "/snapshot"))["tenants"]
+    held, held_key = _at(b_tenant, theirs)
+    target, key = _at(document["tenants"][0], mine)
+    # renamed everywhere in A's document, so that its references still hold
+    document = json.loads(json.dumps(document).replace(json.dumps(target[key]), json.dumps(held[held_key])))
+    before = (await snapshot(admin, a), await snapshot(admin, b))
+    with pytest.raises(AdminError) as refused:
+        await a.admin.call("PUT", "/snapshot", document)
+    assert (refused.value.status, refused.value.code) == (422, "invalid_request")
+    [error] = refused.value.problem["details"]["errors"]
+    assert error["pointer"] == f"/tenants/0/{mine}"
+    assert (await snapshot(admin, a), await snapshot(admin, b)) == before
