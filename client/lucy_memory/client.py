@@ -38,6 +38,7 @@ from lucy_memory._contract import (
     OPERATION_PERMISSIONS,
     PERMISSIONS,
     TOKEN_RULE,
+    SchemaError,
     SecretScanner,
     canonical_bytes,
     encode_client_name,
@@ -355,7 +356,11 @@ class AgentMemoryClient(AsyncClosing):
             request = parse_json_object(request_json)
         except _ParseError as exc:
             raise InvalidJSONError(str(exc), **refusal) from None
-        problems = schema_validator(operation.request_schema).errors(request)
+        # a property's name is in its pointer, and the caller's token may be one
+        problems = [
+            SchemaError(self._redact(item.pointer), self._redact(item.detail))
+            for item in schema_validator(operation.request_schema).errors(request)
+        ]
         if problems:
             listed = "; ".join(f"{item.pointer or '/'} {item.detail}" for item in problems[:10])
             raise InvalidRequestError(
@@ -550,7 +555,10 @@ class AgentMemoryClient(AsyncClosing):
         if problems:
             first = problems[0]
             raise InvalidResponseError(
-                f"the response does not match {operation.response_schema} ({first.pointer} {first.detail})",
+                self._redact(
+                    f"the response does not match {operation.response_schema}"
+                    f" ({first.pointer} {first.detail})"
+                ),
                 **context,
             )
         return data

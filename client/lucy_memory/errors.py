@@ -454,7 +454,7 @@ class InvalidRequestError(APIError):
         items = details.get("errors")
         return {
             "errors": tuple(
-                SchemaError(str(item.get("pointer", "")), redact(str(item.get("detail", ""))))
+                SchemaError(redact(str(item.get("pointer", ""))), redact(str(item.get("detail", ""))))
                 for item in (items if isinstance(items, list) else [])
                 if isinstance(item, dict)
             )

@@ -44,6 +44,7 @@ async def test_the_token_is_in_no_repr_str_error_or_log_record(live, live_admin,
         client.propose(proposal_json(f"my token is {token}")),  # SecretDetectedError
         client.recall(json.dumps({"query": token, "limit": 99})),  # InvalidRequestError
         client.recall('{"query": "a", "query": "' + token + '"}'),  # InvalidJSONError
+        client.recall(json.dumps({"query": "a", token: 1})),  # InvalidRequestError at /<the name>
     ]
     for attempt in attempts:
         with pytest.raises(LucyMemoryError) as caught:
@@ -52,6 +53,7 @@ async def test_the_token_is_in_no_repr_str_error_or_log_record(live, live_admin,
     seen += [repr(request) for request in recorder.requests]
     for error in errors:
         seen += _texts_of_error(error)
+        seen += [repr(item) for item in getattr(error, "errors", ())]
     seen += [record.getMessage() for record in caplog.records]
     seen += [caplog.text]
 
@@ -64,23 +66,35 @@ async def test_the_token_is_in_no_repr_str_error_or_log_record(live, live_admin,
         "SecretDetectedError",
         "InvalidRequestError",
         "InvalidJSONError",
+        "InvalidRequestError",
     ]
+    assert errors[-1].errors[0].pointer == "/[redacted]"  # type: ignore[attr-defined]
     leaks = [text for text in seen if token in text]
     assert leaks == []
 
 
-async def test_a_server_detail_that_echoes_the_token_is_redacted(fake, new_client) -> None:
+@pytest.mark.parametrize("status", [500, 422])
+async def test_a_server_detail_that_echoes_the_token_is_redacted(fake, new_client, status) -> None:
+    """In the problem's detail, and in a schema error's pointer and detail (a property named by the
+    token)."""
     token = "tok_" + "s" * 40
     problem = {
         "type": "https://agent-memory.invalid/problems/internal",
         "title": "Internal error",
-        "status": 500,
+        "status": status,
         "detail": f"backend said {token}",
         "code": "internal",
         "request_id": "req_" + "a" * 24,
         "retryable": False,
     }
-    response = TransportResponse(status=500, headers={}, body=json.dumps(problem).encode())
+    if status == 422:
+        problem |= {
+            "type": "https://agent-memory.invalid/problems/invalid-request",
+            "title": "Invalid request",
+            "code": "invalid_request",
+            "details": {"errors": [{"pointer": f"/{token}", "detail": f"{token} is not allowed"}]},
+        }
+    response = TransportResponse(status=status, headers={}, body=json.dumps(problem).encode())
 
     class Echoing:
         async def send(self, request):
@@ -91,6 +105,9 @@ async def test_a_server_detail_that_echoes_the_token_is_redacted(fake, new_clien
         await client.recall('{"query": "database"}')
     assert "backend said [redacted]" in str(caught.value)
     assert token not in str(caught.value)
+    schema_errors = [repr(item) for item in getattr(caught.value, "errors", ())]
+    assert len(schema_errors) == (status == 422)
+    assert not [text for text in schema_errors if token in text]
 
 
 def test_the_sync_facade_hides_the_token_too(fake) -> None:
