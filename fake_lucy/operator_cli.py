@@ -395,11 +395,13 @@ def _checked_token(token: str, where: str, *, empty: str = "is empty") -> str:
 
 
 def _shown(url: str) -> str:
-    """The URL as errors name it: without a user name or password it may carry (malformed or not)."""
-    return _USERINFO.sub(r"\1", url, count=1)
+    """The URL as errors name it: without a user name or password it may carry (malformed or not),
+    and with its query and fragment (which may carry a secret too) shown as ``…``."""
+    return _QUERY_OR_FRAGMENT.sub(r"\1…", _USERINFO.sub(r"\1", url, count=1), count=1)
 
 
 _USERINFO = re.compile(r"^([^/]*//)[^/?#]*@")
+_QUERY_OR_FRAGMENT = re.compile(r"([?#]).+", re.DOTALL)
 
 
 class _Api:

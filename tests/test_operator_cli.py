@@ -360,11 +360,16 @@ def test_a_token_no_header_can_carry_or_a_broken_url_is_one_line_and_exit_2(
         ("http://127.0.0.1:8787/#top", "holds a query or a fragment; the fake's address is"),
         (" http://127.0.0.1:8787", "has white space around it"),
         ("http://127.0.0.1:8787 ", "has white space around it"),
+        ("http://127.0.0.1:8787/?token=s3cr3t-in-query", "holds a query or a fragment"),
+        ("http://127.0.0.1:8787/#s3cr3t-in-fragment", "holds a query or a fragment"),
+        ("ftp://127.0.0.1/?token=s3cr3t-in-query", "is not an http(s) URL"),
+        ("http://127.0.0.1:8787/_fake?token=s3cr3t-in-query", "is the address of the fake's control API"),
     ):
         code, _, err = fake_lucy(capsys, "proposals", "--url", given)
         assert code == 2, given
         assert said in err, given
         assert len(err.splitlines()) == 1
+        assert "s3cr3t" not in err  # a query or fragment may carry a secret: never repeated
 
 
 def test_a_request_sent_but_never_answered_is_no_answer_not_cannot_reach(
