@@ -74,6 +74,7 @@ def at_start(conn: sqlite3.Connection) -> RequestStart:
 _IN_TRANSACTION = (
     "SELECT t.clock_offset_us, t.clock_frozen_us, s.billing_available,"
     " (SELECT balance FROM accounts WHERE id = ?),"
+    " (SELECT NOT revoked FROM credentials WHERE id = ?),"
     " EXISTS (SELECT 1 FROM faults WHERE remaining > 0), s.index_epoch,"
     " EXISTS (SELECT 1 FROM client_watch),"
     " (SELECT min(expires_at) FROM proposals WHERE tenant_id = t.id AND status = 'pending'),"
@@ -85,6 +86,7 @@ _STATE_AND_SERIES = _IN_TRANSACTION.format(", " + SETTLED_SERIES)
 
 
 _GONE = "the bearer token's tenant has been deleted"
+_REVOKED = "the bearer token was revoked while this request ran; nothing was done"
 _REPLACED = "the tenant was reset, restored or made again while this request ran; nothing was done (retry)"
 
 
@@ -92,21 +94,25 @@ def in_transaction(
     conn: sqlite3.Connection,
     tenant: str,
     account: str,
+    credential: str,
     *,
     incarnation: int,
     poll: tuple[str, str] | None = None,
 ) -> TransactionState:
     """``incarnation``: the tenant's as the request authenticated (``Principal.incarnation``);
-    ``poll``: the credential and proposal id of a status poll, whose series is read too."""
+    ``poll``: the credential and proposal id of a status poll, whose series is read too. The
+    request's credential revoked since it authenticated is 401, as its next request will be."""
     if poll is None:
-        row = conn.execute(_STATE, (account, tenant)).fetchone()
+        row = conn.execute(_STATE, (account, credential, tenant)).fetchone()
     else:
-        row = conn.execute(_STATE_AND_SERIES, (account, *poll, tenant)).fetchone()
+        row = conn.execute(_STATE_AND_SERIES, (account, credential, *poll, tenant)).fetchone()
     if row is None:  # deleted by another request since this one authenticated
         raise DomainError("unauthenticated", _GONE)
-    offset, frozen, available, balance, armed, index_epoch, watching, earliest, current, *settled = row
+    offset, frozen, available, balance, active, armed, index_epoch, watching, earliest, current, *rest = row
     if current != incarnation:
         raise DomainError("unavailable", _REPLACED)
+    if not active:
+        raise DomainError("unauthenticated", _REVOKED)
     return TransactionState(
         now_us=clock.from_state(offset, frozen),
         billing_available=bool(available),
@@ -115,7 +121,7 @@ def in_transaction(
         index_epoch=int(index_epoch),
         watching=bool(watching),
         earliest_pending_expiry=earliest,
-        series_settled=bool(settled and settled[0]),
+        series_settled=bool(rest and rest[0]),
     )
 
 

@@ -97,6 +97,20 @@ class _Call:
     secret_key: bool = False  # the Idempotency-Key matches a secret pattern (SPEC 1.5)
 
 
+def _state(
+    conn: sqlite3.Connection, principal: Principal, poll: tuple[str, str] | None = None
+) -> server_state.TransactionState:
+    """The request's view of the server and its tenant in this transaction (``in_transaction``)."""
+    return server_state.in_transaction(
+        conn,
+        principal.tenant_id,
+        principal.account_id,
+        principal.credential_id,
+        incarnation=principal.incarnation,
+        poll=poll,
+    )
+
+
 def _subject(call: _Call) -> str:
     """What the findings judge a request by: the sha256 of its body, or the proposal id it polls."""
     if call.proposal_id is None:
@@ -503,17 +517,13 @@ class V1Pipeline:
         if query is None or looked_up:
             # nothing to rank, or an answer ranked on an index that may be today's: one transaction
             with self._transaction() as conn:
-                tx = server_state.in_transaction(
-                    conn, principal.tenant_id, principal.account_id, incarnation=principal.incarnation
-                )
+                tx = _state(conn, principal)
                 cached = [] if query is None else self.recall_cache.get(tx.index_epoch, query.key)
                 if cached is not None:
                     return self._recalled(conn, call, tx, cached, tx.index_epoch)
         assert query is not None
         # one statement, so one snapshot: a recall that cannot be charged is refused before it ranks
-        before = server_state.in_transaction(
-            self.conn, principal.tenant_id, principal.account_id, incarnation=principal.incarnation
-        )
+        before = _state(self.conn, principal)
         billing.check_can_charge(billing_available=before.billing_available, balance=before.balance)  # 12
         # (an answer found above was of an older index: the cache has let it go)
         cached = None if looked_up else self.recall_cache.get(before.index_epoch, query.key)
@@ -524,9 +534,7 @@ class V1Pipeline:
             ranked_at, ranked = await self.fake.db.in_snapshot(functools.partial(_rank, query))
             self.recall_cache.put(ranked_at, query.key, ranked)
         with self._transaction() as conn:
-            tx = server_state.in_transaction(
-                conn, principal.tenant_id, principal.account_id, incarnation=principal.incarnation
-            )
+            tx = _state(conn, principal)
             return self._recalled(conn, call, tx, ranked, ranked_at)
 
     def _recalled(
@@ -559,9 +567,7 @@ class V1Pipeline:
             raise schema_problem(errors)
         with self._transaction() as conn:
             poll = (principal.credential_id, _subject(call))
-            tx = server_state.in_transaction(
-                conn, principal.tenant_id, principal.account_id, incarnation=principal.incarnation, poll=poll
-            )
+            tx = _state(conn, principal, poll)
             now = clock.format_us(tx.now_us)
             if tx.expiry_due(now):
                 lifecycle.expire_due(conn, principal.tenant_id, now)
@@ -599,9 +605,7 @@ class V1Pipeline:
         secret = self._secret(call, body)
         held: faults.Fault | None = None
         with self._transaction() as conn:
-            tx = server_state.in_transaction(
-                conn, principal.tenant_id, principal.account_id, incarnation=principal.incarnation
-            )
+            tx = _state(conn, principal)
             now_us = tx.now_us
             now = clock.format_us(now_us)
             replay = idempotency.lookup(conn, principal, key, body_hash, now=now)  # 10
@@ -639,9 +643,7 @@ class V1Pipeline:
         await asyncio.sleep((held.hold_ms or 0) / 1000)
         try:
             with self._transaction() as conn:
-                tx = server_state.in_transaction(
-                    conn, principal.tenant_id, principal.account_id, incarnation=principal.incarnation
-                )
+                tx = _state(conn, principal)
                 now = clock.format_us(tx.now_us)
                 replay = idempotency.after_hold(
                     conn, principal, key, body_hash, request_id=call.request_id, now=now

@@ -322,7 +322,9 @@ def test_an_answer_shares_nothing_with_the_cache(fake) -> None:
             (incarnation,) = conn.execute(
                 "SELECT incarnation FROM tenants WHERE id = 'tenant_dev'"
             ).fetchone()
-            tx = server_state.in_transaction(conn, "tenant_dev", "acct_dev", incarnation=incarnation)
+            tx = server_state.in_transaction(
+                conn, "tenant_dev", "acct_dev", "cred_dev_default", incarnation=incarnation
+            )
             query = prepare(
                 tenant="tenant_dev",
                 scopes=(Scope("project", "project_example"),),

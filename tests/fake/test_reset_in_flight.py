@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from fake_lucy.domain import faults, tenants
+from fake_lucy.domain import faults, principals, tenants
 from fake_lucy.domain import seed as seeding
 from fake_lucy.http import pipeline
 from fake_lucy.store.connection import Database
@@ -155,3 +155,50 @@ async def test_a_request_that_began_before_its_tenants_reset_takes_no_fault_of_t
             assert after.status_code == 500  # the fresh state's fault, for the first request of it
     finally:
         other.close()
+
+
+async def test_a_propose_held_in_flight_while_its_credential_is_revoked_is_401_and_does_nothing(
+    fake, admin, meanwhile
+) -> None:
+    """Revocation is "401 from now on" (contract revoke_credential): the held request resumes after
+    it and is refused, with no proposal, charge or idempotency record left; the key is free again."""
+    created = await admin.create_credential(scopes=[WORKSPACE])
+    async with fake.client(created["token"]) as client:
+        await admin.add_fault("propose", 500, phase="in_flight", hold_ms=5)
+        meanwhile(lambda conn: principals.revoke_credential(conn, created["credential_id"]))
+        response = await propose(client, proposal_body(scope=WORKSPACE), key="held-revoked")
+        assert (response.status_code, response.json()["code"]) == (401, "unauthenticated")
+        assert "revoked while this request ran" in response.json()["detail"]
+    request_id = response.headers["Lucy-Request-Id"]
+    assert (await admin.proposals())["items"] == []
+    assert [row for row in await admin.ledger() if row["request_id"] == request_id] == []
+    with fake.fake.db.read() as conn:
+        held = conn.execute(
+            "SELECT count(*) FROM idempotency_records WHERE account_id = ?", (created["account"],)
+        ).fetchone()[0]
+    assert held == 0
+
+
+async def test_a_recall_whose_credential_is_revoked_after_it_authenticated_is_401_and_not_charged(
+    fake, admin, monkeypatch
+) -> None:
+    created = await admin.create_credential(scopes=[WORKSPACE])
+    other = Database(fake.fake.settings.database)
+    check = pipeline.V1Pipeline._check_permissions
+
+    def checked_then_revoked(self: pipeline.V1Pipeline, call: Any) -> None:
+        check(self, call)
+        monkeypatch.setattr(pipeline.V1Pipeline, "_check_permissions", check)  # once
+        with other.write() as conn:
+            principals.revoke_credential(conn, created["credential_id"])
+
+    monkeypatch.setattr(pipeline.V1Pipeline, "_check_permissions", checked_then_revoked)
+    try:
+        async with fake.client(created["token"]) as client:
+            response = await recall(client, "anything")
+    finally:
+        other.close()
+    assert (response.status_code, response.json()["code"]) == (401, "unauthenticated")
+    assert "revoked while this request ran" in response.json()["detail"]
+    request_id = response.headers["Lucy-Request-Id"]
+    assert [row for row in await admin.ledger() if row["request_id"] == request_id] == []
