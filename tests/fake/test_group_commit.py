@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import types
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -98,7 +99,16 @@ async def test_a_lone_transaction_commits_at_once_and_waits_a_turn_only_when_oth
         asyncio.get_running_loop().call_soon(turn.set_result, None)
         await turn
 
-    monkeypatch.setattr(connection.asyncio, "sleep", counting_sleep)
+    class Asyncio(types.ModuleType):
+        """``asyncio`` as the connection module sees it, with the counting ``sleep``: patched there
+        alone, so that another task's ``asyncio.sleep`` (a fixture's) counts no turn."""
+
+        sleep = staticmethod(counting_sleep)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(asyncio, name)
+
+    monkeypatch.setattr(connection, "asyncio", Asyncio("asyncio"))
     await insert(database, "alone")
     assert (turns, committed(path)) == ([], ["alone"]), "nothing else was ready: no turn to wait for"
     asyncio.get_running_loop().call_soon(lambda: None)  # something else to run first
