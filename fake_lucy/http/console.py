@@ -23,10 +23,12 @@ from typing import Any, Final, Literal, TypedDict
 from urllib.parse import parse_qsl, urlencode
 
 from fastapi import APIRouter
+from fastapi.routing import APIRoute
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup, escape
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import Match
 
 from fake_lucy import __version__
 from fake_lucy.addresses import path_segment
@@ -652,11 +654,36 @@ def console_router(fake: FakeLucy, stream: EventStream) -> APIRouter:
     get("/events", events)
     get("/static/{name}", static)
 
-    async def no_such_page(request: Request) -> Response:
-        """Any other address under the console: a page saying so (not the API's problem JSON)."""
-        return console.message("Not found", "There is no console page at this address.", status=404)
+    pages = list(router.routes)  # every console address but the one below
 
-    router.add_api_route("/{rest:path}", no_such_page, methods=["GET", "POST"], include_in_schema=False)
+    async def no_such_page(request: Request) -> Response:
+        """Any other address or method under the console: a page saying so (not the API's problem
+        JSON); an address of the console asked with another method is 405 with ``Allow``."""
+        allowed = sorted(
+            {
+                method
+                for route in pages
+                if isinstance(route, APIRoute) and route.matches(request.scope)[0] is Match.PARTIAL
+                for method in route.methods or ()
+            }
+        )
+        if not allowed:
+            return console.message("Not found", "There is no console page at this address.", status=404)
+        what = "a button of the console" if allowed == ["POST"] else "a console page"
+        response = console.message(
+            "Method not allowed",
+            f"This address is {what}; it takes {', '.join(allowed)}, not {request.method}.",
+            status=405,
+        )
+        response.headers["Allow"] = ", ".join(allowed)
+        return response
+
+    router.add_api_route(
+        "/{rest:path}",
+        no_such_page,
+        methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
+        include_in_schema=False,
+    )
     return router
 
 

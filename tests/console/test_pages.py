@@ -556,14 +556,27 @@ async def test_the_reset_page_says_what_this_session_s_reset_does(
     assert "is deleted, and its admins' console sessions end" in page
 
 
-async def test_an_unknown_console_address_is_a_page_and_a_refused_form_names_its_field(
+async def test_an_unknown_console_address_or_method_is_a_page_and_a_refused_form_names_its_field(
     browser: httpx.AsyncClient, logged_in: str
 ) -> None:
-    for method, path in (("GET", "/nope"), ("GET", "/proposals/xyz/approve"), ("GET", "/logout")):
+    for method, path in (("GET", "/nope"), ("POST", "/nope/deeper"), ("DELETE", "/nope")):
         response = await browser.request(method, CONSOLE + path)
         assert response.status_code == 404, path
         assert response.headers["content-type"].startswith("text/html"), path
         assert "There is no console page at this address." in response.text
+    # an address of the console asked with another method: 405 naming the ones it takes
+    for method, path, allowed in (
+        ("GET", "/proposals/xyz/approve", "POST"),
+        ("GET", "/logout", "POST"),
+        ("POST", "/", "GET"),
+        ("POST", "/memories", "GET"),
+        ("PUT", "/login", "GET, POST"),
+        ("DELETE", "/", "GET"),
+    ):
+        response = await browser.request(method, CONSOLE + path)
+        assert (response.status_code, response.headers.get("allow")) == (405, allowed), (method, path)
+        assert response.headers["content-type"].startswith("text/html"), path
+        assert f"it takes {allowed}, not {method}." in response.text
     refused = await act(browser, "/faults", logged_in, operation="recall", status="503", count="0")
     assert refused.status_code == 422
     assert refused.headers["content-type"].startswith("text/html")
