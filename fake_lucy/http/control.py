@@ -10,10 +10,11 @@ import hmac
 import re
 import sqlite3
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from fastapi import APIRouter
+from starlette.datastructures import QueryParams
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -254,12 +255,18 @@ def _clear_faults(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> 
     return 204, None
 
 
-def _only_query(query: Mapping[str, str], allowed: tuple[str, ...]) -> None:
-    for name in query:
+def _only_query(query: QueryParams, allowed: tuple[str, ...]) -> None:
+    """The query's parameters are the operation's, each given once: a repeated one is refused
+    rather than half-read (``?status=bogus&status=pending`` would otherwise pass as pending)."""
+    seen: set[str] = set()
+    for name, _ in query.multi_items():
         if name not in allowed:
             if len(_parameter_pointer(name)) > MAX_POINTER:
                 raise schema_problem([long_name_error("", "parameter")], _BAD_PARAMETER)
             raise _bad_parameter(name, "is not a parameter of this operation")
+        if name in seen:
+            raise _bad_parameter(name, "is given more than once; give it once")
+        seen.add(name)
 
 
 JOURNAL_LIMIT = 10_000
