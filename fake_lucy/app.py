@@ -10,12 +10,14 @@ import signal
 import sqlite3
 import sys
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from fastapi import FastAPI
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.routing import BaseRoute, Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from fake_lucy import __version__
@@ -249,8 +251,9 @@ def create_app(
     app.add_api_route("/healthz", healthz, methods=["GET"], include_in_schema=False)
     app.add_api_route("/openapi.json", openapi_v1, methods=["GET"], include_in_schema=False)
     app.add_api_route("/_fake/openapi.json", openapi_control, methods=["GET"], include_in_schema=False)
-    app.include_router(control_router(fake, stream))
-    app.include_router(console_router(fake, stream))
+    control, console = control_router(fake, stream), console_router(fake, stream)
+    app.include_router(control)
+    app.include_router(console)
     app.add_api_route(CONSOLE, console_root, methods=["GET"], include_in_schema=False)
 
     async def http_error(request: Request, exc: Exception) -> Response:
@@ -260,7 +263,10 @@ def create_app(
             error = DomainError(
                 "method_not_allowed",
                 f"this path does not answer {request.method}",
-                headers={"Allow": headers.get("Allow", "")},
+                headers={
+                    "Allow": _allowed(request, [*app.router.routes, *control.routes, *console.routes])
+                    or headers.get("Allow", "")
+                },
             )
         else:
             error = DomainError("not_found", "no route matches this path")
@@ -284,6 +290,19 @@ def create_app(
     app.v1_routes = V1Routes(app, pipeline, base)
     app.loopback = fake.loopback
     return app
+
+
+def _allowed(request: Request, routes: Iterable[BaseRoute]) -> str:
+    """Every method the path takes among ``routes`` (the app's own and those of the routers it
+    includes): each operation of a path is a route of its own, and Starlette's 405 names only the
+    first route's."""
+    methods = {
+        method
+        for route in routes
+        if isinstance(route, Route) and route.matches(request.scope)[0] is Match.PARTIAL
+        for method in route.methods or ()
+    }
+    return ", ".join(sorted(methods))
 
 
 # The pid of the ``fake-lucy serve`` that supervises the workers (set by it for them).

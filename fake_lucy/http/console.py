@@ -681,7 +681,7 @@ def console_router(fake: FakeLucy, stream: EventStream) -> APIRouter:
     router.add_api_route(
         "/{rest:path}",
         no_such_page,
-        methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
+        methods=["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE"],
         include_in_schema=False,
     )
     return router

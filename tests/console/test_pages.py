@@ -559,7 +559,12 @@ async def test_the_reset_page_says_what_this_session_s_reset_does(
 async def test_an_unknown_console_address_or_method_is_a_page_and_a_refused_form_names_its_field(
     browser: httpx.AsyncClient, logged_in: str
 ) -> None:
-    for method, path in (("GET", "/nope"), ("POST", "/nope/deeper"), ("DELETE", "/nope")):
+    for method, path in (
+        ("GET", "/nope"),
+        ("POST", "/nope/deeper"),
+        ("DELETE", "/nope"),
+        ("OPTIONS", "/nope"),
+    ):
         response = await browser.request(method, CONSOLE + path)
         assert response.status_code == 404, path
         assert response.headers["content-type"].startswith("text/html"), path
@@ -572,11 +577,14 @@ async def test_an_unknown_console_address_or_method_is_a_page_and_a_refused_form
         ("POST", "/memories", "GET"),
         ("PUT", "/login", "GET, POST"),
         ("DELETE", "/", "GET"),
+        ("TRACE", "/reset", "GET, POST"),
     ):
         response = await browser.request(method, CONSOLE + path)
         assert (response.status_code, response.headers.get("allow")) == (405, allowed), (method, path)
         assert response.headers["content-type"].startswith("text/html"), path
         assert f"it takes {allowed}, not {method}." in response.text
+    head = await browser.head(CONSOLE + "/login")
+    assert (head.status_code, head.headers.get("allow")) == (405, "GET, POST")
     refused = await act(browser, "/faults", logged_in, operation="recall", status="503", count="0")
     assert refused.status_code == 422
     assert refused.headers["content-type"].startswith("text/html")

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 
 import pytest
 
+from lucy_memory._contract import load_contract
 from tests.conftest import HOOKS
 from tests.helpers import PROJECT, V1, proposal_body, propose
 
@@ -202,6 +204,31 @@ async def test_unknown_routes_and_methods_are_problems(api) -> None:
     wrong = await api.delete(V1 + "/recall")
     assert (wrong.status_code, wrong.json()["code"]) == (405, "method_not_allowed")
     assert wrong.headers["Allow"] == "POST"
+
+
+def _control_paths() -> dict[str, set[str]]:
+    """Each control path of the contract (path parameters filled) with the methods it takes."""
+    control = load_contract("fake-control")
+    paths: dict[str, set[str]] = {}
+    for op in control["operations"].values():
+        path = control["base_path"] + re.sub(r"\{[a-z_]+\}", "x1", op["path"])
+        paths.setdefault(path, set()).add(op["method"])
+    return paths
+
+
+CONTROL_PATHS = _control_paths()
+
+
+@pytest.mark.parametrize("path", sorted(CONTROL_PATHS))
+async def test_a_control_path_asked_with_another_method_is_405_allowing_every_method_it_takes(
+    admin, path
+) -> None:
+    """``Allow`` names all of the path's methods (``/_fake/clock``: GET, PUT), not one route's."""
+    taken = CONTROL_PATHS[path]
+    other = next(m for m in ("PATCH", "DELETE", "PUT", "POST") if m not in taken)
+    response = await admin.http.request(other, path)
+    assert (response.status_code, response.json()["code"]) == (405, "method_not_allowed")
+    assert set(response.headers["Allow"].split(", ")) == taken
 
 
 @pytest.mark.parametrize(
