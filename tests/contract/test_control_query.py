@@ -53,6 +53,7 @@ _IDS = {
     "definitions.schema.json#/$defs/tenant_id": "tenant_dev",
     "definitions.schema.json#/$defs/credential_id": "cred_dev_default",
     "definitions.schema.json#/$defs/account_id": "acct_dev",
+    "scope.schema.json#/properties/id": "ws_dev",
 }
 
 
@@ -259,6 +260,8 @@ async def test_the_event_stream_takes_its_documented_query_and_header_only(
         ("/requests", "credential_id", "dev"),
         ("/findings", "credential_id", "cred_"),
         ("/ledger", "account", "acct dev"),
+        ("/memories", "scope_id", "bad!"),
+        ("/memories", "scope_id", ""),
     ],
 )
 async def test_an_id_filter_that_is_no_id_of_its_kind_is_422_not_an_empty_page(
