@@ -44,8 +44,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--export-on-exit",
-        type=Path,
-        metavar="FILE",
+        metavar="FILE",  # a path once the settings know it names a file (not "dir/")
         help="on SIGTERM or SIGINT, write a snapshot to FILE (atomically) before exiting",
     )
     serve.add_argument(

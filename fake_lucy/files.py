@@ -13,7 +13,14 @@ import tempfile
 from pathlib import Path
 from typing import TextIO
 
-__all__ = ["check_writable", "flush_standard_streams", "is_stream", "quiet_stream", "write_atomically"]
+__all__ = [
+    "check_writable",
+    "file_to_write",
+    "flush_standard_streams",
+    "is_stream",
+    "quiet_stream",
+    "write_atomically",
+]
 
 
 def quiet_stream(stream: TextIO) -> None:
@@ -59,6 +66,18 @@ def _target(path: Path) -> Path:
     if mode is not None and not stat.S_ISREG(mode):
         raise ValueError(f"{path} is neither a regular file nor a pipe or a terminal, so it is not written")
     return Path(os.path.realpath(path)) if path.is_symlink() else path
+
+
+def file_to_write(text: str) -> Path:
+    """``text`` (a command line's or a setting's) as the path of a file to write. One that ends with
+    a separator names a folder: ``Path`` would drop the separator, and a file of the folder's name
+    would be written (made with the folders above it), so it is ``ValueError``."""
+    if text.endswith(("/", os.sep)):
+        raise ValueError(
+            f"{text} ends with {text[-1]}, so it names a folder, not a file: add the file's name"
+            f" (for example {text}state.json)"
+        )
+    return Path(text)
 
 
 def write_atomically(path: Path, data: bytes) -> None:

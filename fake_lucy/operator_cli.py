@@ -31,7 +31,7 @@ from fake_lucy.domain import findings
 from fake_lucy.domain.clock import parse_timestamp
 from fake_lucy.domain.defaults import DEFAULT_ADMIN_TOKEN
 from fake_lucy.dumps import snapshot_in
-from fake_lucy.files import check_writable, is_stream, quiet_stream, write_atomically
+from fake_lucy.files import check_writable, file_to_write, is_stream, quiet_stream, write_atomically
 from fake_lucy.text import one_line, pieces, visible
 from lucy_memory._contract import (
     API_BASE_PATH,
@@ -291,7 +291,7 @@ def add_commands(commands: Any) -> None:
     export = snapshot_actions.add_parser(
         "export", parents=[again], help="write the state to FILE (atomically: FILE is whole or untouched)"
     )
-    export.add_argument("file", type=Path, metavar="FILE")
+    export.add_argument("file", metavar="FILE")  # a path, once it is known to name a file (_snapshot)
     export.add_argument("--include-journal", action="store_true", help="with the request journal")
     load = snapshot_actions.add_parser("import", parents=[again], help="replace the state with FILE's")
     load.add_argument("file", type=Path, metavar="FILE")
@@ -935,9 +935,9 @@ def _tenants(api: _Api, args: argparse.Namespace, out: TextIO) -> None:
 
 
 def _snapshot(api: _Api, args: argparse.Namespace, out: TextIO) -> None:
-    path: Path = args.file
     if args.action == "export":
         try:  # before the fake is asked: a folder or a file in the way, no permission, /proc
+            path = file_to_write(args.file)
             check_writable(path)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
@@ -962,6 +962,7 @@ def _snapshot(api: _Api, args: argparse.Namespace, out: TextIO) -> None:
             f"{path} written ({size} bytes, {tenants} tenant(s))",
         )
         return
+    path = Path(args.file)
     try:
         data = path.read_bytes()
     except OSError as exc:

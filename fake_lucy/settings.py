@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from fake_lucy.files import file_to_write
 from lucy_memory._contract import TOKEN_RULE, valid_token
 
 __all__ = ["ENV_PREFIX", "FakeLucySettings", "load_settings"]
@@ -57,6 +58,13 @@ class FakeLucySettings(BaseSettings):
         if isinstance(value, str) and not value.strip():
             raise ValueError("is set but empty: give a value, or leave it unset")
         return value
+
+    @field_validator("export_on_exit", mode="before")
+    @classmethod
+    def _a_file(cls, value: Any) -> Any:
+        """A path ending with ``/`` names a folder (``Path`` would drop the slash, and a file of the
+        folder's name would be written): said, like an empty one."""
+        return file_to_write(value) if isinstance(value, str) and value.strip() else value
 
     @model_validator(mode="after")
     def _together(self) -> FakeLucySettings:

@@ -813,12 +813,15 @@ def test_snapshot_export_where_no_file_can_be_written_is_one_line_and_exit_2(
     for target, said in (
         (in_the_way / "fake.json", f"{in_the_way} is a file, so {in_the_way}/fake.json cannot be written"),
         (tmp_path, f"{tmp_path} is a folder, not a file"),
+        # a folder still to be made, named with its slash: not a file of the folder's name
+        (f"{tmp_path}/later/", f"{tmp_path}/later/ ends with /, so it names a folder, not a file"),
     ):
         code, out, err = fake_lucy(capsys, "snapshot", "export", str(target))
         assert (code, out) == (2, "")
         assert err.startswith(f"fake-lucy: {said}")
         assert len(err.splitlines()) == 1
     assert in_the_way.read_text() == "{}"
+    assert not (tmp_path / "later").exists()
 
 
 def test_snapshot_import_of_a_file_that_is_not_json_is_one_line_and_exit_2(

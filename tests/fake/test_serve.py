@@ -122,6 +122,9 @@ def _foreign_database(path: Path) -> None:
         # found out at start, not at SIGTERM when the session's state is to be kept
         ("bad-seed", ["--database", "{db}", "--export-on-exit", "{seed}/state.json"], {}, "is a file"),
         (None, ["--database", "{db}", "--export-on-exit", "{dir}"], {}, "is a folder, not a file"),
+        # a folder still to be made, named with its slash: not a file of the folder's name
+        (None, ["--database", "{db}", "--export-on-exit", "{dir}/later/"], {}, "so it names a folder, not"),
+        (None, ["--database", "{db}"], {"FAKE_LUCY_EXPORT_ON_EXIT": "{dir}/later/"}, "names a folder, not a"),
         # a folder where files cannot be made whatever the permissions say (root on /proc)
         (
             None,
