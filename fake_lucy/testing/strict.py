@@ -169,15 +169,19 @@ def _watching(item: pytest.Item) -> bool:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
-    # a lucy_allow code no finding has fails the test, strict or not (a typo allows nothing)
-    allowed = _allowed(item) if item.get_closest_marker("lucy_allow") is not None else set()
+    # a lucy_allow code no finding has fails the test, strict or not (a typo allows nothing); a
+    # watched test fails so once its baselines are taken, so that it is dumped as any failed test is
+    allows = item.get_closest_marker("lucy_allow") is not None
     if not _watching(item):
+        if allows:
+            _allowed(item)
         return (yield)
     controls = _controls(item)
     marker = item.get_closest_marker("lucy_snapshot")
     if marker is not None:
         _restore_snapshot(item, marker, controls)
     item.stash[_BASELINES] = [(control, control.baseline()) for control in controls]
+    allowed = _allowed(item) if allows else set()
     result = yield
     if _strict(item):
         found = [

@@ -445,11 +445,17 @@ async def test_allows_a_typo_without_strict(fake_lucy):
     pass
 """
     )
-    result = pytester.runpytest("-p", "no:randomly")
+    dumps = pytester.path / "dumps"
+    result = pytester.runpytest("-p", "no:randomly", f"--lucy-dump-on-failure={dumps}")
     result.assert_outcomes(failed=2)
     result.stdout.fnmatch_lines(
         ["*lucy_allow names no finding code: recal_retried (the codes: recall_retried*"] * 2
     )
+    # failed tests, so dumped as every failed test is (the state they started from)
+    assert sorted(path.name for path in dumps.iterdir()) == [
+        "test_typo.py__test_allows_a_typo.json",
+        "test_typo.py__test_allows_a_typo_without_strict.json",
+    ]
 
 
 def test_a_users_failing_teardown_shows_its_own_frames_not_the_plugins(pytester: pytest.Pytester) -> None:
