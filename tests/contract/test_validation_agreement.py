@@ -259,6 +259,9 @@ def test_values_json_parsing_never_gives_are_decided_by_jsonschema(
     [
         ({"content": "é" * 4097}, "/content", 8192),
         ({"justification": "é" * 1025}, "/justification", 2048),
+        # over the characters too: one error for one rule, the byte limit's (maxLength is as strict)
+        ({"content": "x" * 8193}, "/content", 8192),
+        ({"topic": "x" * 201}, "/topic", 200),
     ],
 )
 def test_the_compiled_check_counts_utf8_bytes(extra: dict[str, str], pointer: str, limit: int) -> None:

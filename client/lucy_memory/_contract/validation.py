@@ -65,6 +65,19 @@ def _max_utf8_bytes(
             yield ValidationError(f"must be at most {limit} UTF-8 bytes")
 
 
+def _max_length(
+    _validator: Any, limit: int, instance: Any, schema: dict[str, Any]
+) -> Iterator[ValidationError]:
+    """``maxLength`` (worded by ``_describe``), unless the schema's byte limit is as strict: a
+    string over ``limit`` characters is over as many bytes, and one rule gets one error."""
+    from jsonschema.exceptions import ValidationError
+
+    if not isinstance(instance, str) or schema.get(BYTES_KEYWORD, limit + 1) <= limit:
+        return
+    if len(instance) > limit:
+        yield ValidationError(f"is longer than {limit} characters")
+
+
 def ecma_pattern(pattern: str) -> str:
     """``pattern`` for Python's ``re`` with ECMA-262's end anchor: each ``$`` outside a character
     class becomes ``\\Z`` (Python's ``$`` also matches before a final newline, so ``^[a-z]+$``
@@ -110,7 +123,7 @@ def _wording_validator_class() -> Any:
     from jsonschema import Draft202012Validator, validators
 
     return validators.extend(  # type: ignore[no-untyped-call]
-        Draft202012Validator, {BYTES_KEYWORD: _max_utf8_bytes, "pattern": _pattern}
+        Draft202012Validator, {BYTES_KEYWORD: _max_utf8_bytes, "maxLength": _max_length, "pattern": _pattern}
     )
 
 
