@@ -21,7 +21,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, NoReturn, TextIO
+from typing import Any, NoReturn, TextIO, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
@@ -100,6 +100,22 @@ def parse_duration(text: str) -> float:
     if not math.isfinite(seconds):  # digits enough to overflow a float
         raise UsageError(f"{text!r} is not a duration (like 90s, 15m, 2h, 7d)")
     return seconds
+
+
+T = TypeVar("T")
+
+
+def _argument(parse: Callable[[str], T]) -> Callable[[str], T]:
+    """``parse`` as an argparse type: its usage error becomes the parser's, naming the command and
+    the argument as argparse's own do ("fake-lucy clock advance: argument duration: …")."""
+
+    def typed(text: str) -> T:
+        try:
+            return parse(text)
+        except UsageError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return typed
 
 
 def _timestamp(text: str) -> str:
@@ -238,11 +254,11 @@ def add_commands(commands: Any) -> None:
     advance = clock_actions.add_parser(
         "advance", parents=[again], help="move forward by a duration (90s, 2h, 7d)"
     )
-    advance.add_argument("duration")
+    advance.add_argument("duration", type=_argument(parse_duration))
     clock_actions.add_parser("freeze", parents=[again], help="stop the clock")
     clock_actions.add_parser("unfreeze", parents=[again], help="let the clock run")
     set_clock = clock_actions.add_parser("set", parents=[again], help="set the time (never backwards)")
-    set_clock.add_argument("time")
+    set_clock.add_argument("time", type=_argument(_timestamp))
     faults = commands.add_parser("faults", parents=[common], help="list, add or clear injected faults")
     fault_actions = faults.add_subparsers(dest="action")
     add = fault_actions.add_parser("add", parents=[again], help="add a fault")
@@ -274,6 +290,7 @@ def add_commands(commands: Any) -> None:
         command.add_argument(
             "--older-than",
             metavar="DURATION",
+            type=_argument(parse_duration),
             required=command is prune,
             help="only tenants made longer ago than this (90s, 15m, 2h, 7d) by the server clock",
         )
@@ -780,11 +797,11 @@ def _findings(api: _Api, args: argparse.Namespace, out: TextIO) -> None:
 
 def _clock(api: _Api, args: argparse.Namespace, out: TextIO) -> None:
     if args.action == "advance":
-        state = api.call("POST", "/clock/advance", {"seconds": parse_duration(args.duration)})
+        state = api.call("POST", "/clock/advance", {"seconds": args.duration})
     elif args.action in ("freeze", "unfreeze"):
         state = api.call("PUT", "/clock", {"frozen": args.action == "freeze"})
     elif args.action == "set":
-        state = api.call("PUT", "/clock", {"now": _timestamp(args.time)})
+        state = api.call("PUT", "/clock", {"now": args.time})
     else:
         state = api.call("GET", "/clock")
     _say(out, args, state, f"{state['now']}{'  (frozen)' if state['frozen'] else ''}")
@@ -868,7 +885,7 @@ def _chosen_tenants(api: _Api, args: argparse.Namespace) -> list[dict[str, Any]]
     if args.prefix is not None:
         items = [t for t in items if t["tenant"].startswith(args.prefix)]
     if args.older_than is not None:
-        age = parse_duration(args.older_than)
+        age: float = args.older_than
         # the listing's own now: the server clock, even for a tenant admin (whose clock is its own)
         now_us = parse_timestamp(api.call("GET", "/tenants", limit=1)["now"])
         items = [
