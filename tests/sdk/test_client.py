@@ -112,10 +112,16 @@ def test_a_client_name_that_looks_like_a_secret_is_refused_up_front_without_echo
     assert "1234567890" not in str(caught.value)
 
 
-async def test_a_client_name_is_counted_without_its_surrounding_spaces(fake, new_client) -> None:
-    client = new_client(fake, client_name="  " + "n" * 100 + "  ")
+@pytest.mark.parametrize("where", ["in process", "over HTTP"])
+async def test_a_client_name_is_counted_and_sent_without_its_surrounding_spaces(
+    fake, live, new_client, where
+) -> None:
+    """Over HTTP too, where a header value that begins or ends with a space cannot be sent at all
+    (it failed every call as a lost response, with nothing sent)."""
+    client = new_client(fake if where == "in process" else live, client_name="  " + "n" * 100 + "  ")
     proposed = await client.propose(proposal_json())
     assert proposed.proposal.source == "n" * 100
+    assert (await client.recall('{"query": "anything"}')).credits.charged == 1
 
 
 async def test_the_body_sent_is_the_rfc_8785_form_of_the_input(fake, admin, new_client) -> None:

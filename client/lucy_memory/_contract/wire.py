@@ -161,10 +161,11 @@ def valid_client_name(name: object) -> bool:
 
 
 def encode_client_name(name: str) -> str:
-    """The header value: visible ASCII and spaces as they are; anything else (and ``%``)
-    percent-encoded as UTF-8."""
+    """The header value: the name trimmed as the server trims it (a header value cannot begin or end
+    with a space: HTTP clients refuse to send one), then visible ASCII and spaces as they are, and
+    anything else (and ``%``) percent-encoded as UTF-8."""
     out: list[str] = []
-    for char in name:
+    for char in name.strip():
         if " " <= char <= "~" and char != "%":
             out.append(char)
         else:
