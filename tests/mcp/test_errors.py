@@ -125,6 +125,19 @@ async def test_a_secret_is_refused_before_sending(fake, admin) -> None:
     assert await admin.requests() == []
 
 
+async def test_a_secret_looking_idempotency_key_is_refused_naming_the_key_not_the_text(fake, admin) -> None:
+    arguments = {**proposal_args(), "idempotency_key": "AKIAIOSFODNN7EXAMPLE"}
+    async with connect(fake) as client:
+        text = _error_text(await client.call_tool("memory_propose", arguments))
+    assert text.startswith("Error secret_detected (refused before sending) from propose")
+    assert "AKIAIOSFODNN7EXAMPLE" not in text
+    assert "Field: idempotency_key" in text
+    next_step = text.split("Next: ", 1)[1]
+    assert "another idempotency_key, or none" in next_step
+    assert "Remove the secret-looking text" not in next_step
+    assert await admin.requests() == []
+
+
 async def test_a_malformed_idempotency_key_is_refused_before_sending(fake, admin) -> None:
     async with connect(fake) as client:
         text = _error_text(

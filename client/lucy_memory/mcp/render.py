@@ -242,6 +242,11 @@ def _next_step(error: LucyMemoryError, operation: str) -> str:
             " point at the Agent Memory API (ask the user to check the host configuration); retrying will"
             " not help."
         )
+    if isinstance(error, SecretDetectedError) and error.field == "idempotency_key":
+        return (
+            "Nothing was sent or charged. Call again with another idempotency_key, or none (one is"
+            " derived from the arguments); the proposal's text was not the problem."
+        )
     advice = _NEXT.get(error.code)
     if advice is None and error.code in _SERVER_SIDE:
         advice = "The service failed to answer; calling again later may succeed."
