@@ -187,6 +187,7 @@ class AgentMemoryClient(AsyncClosing):
             raise ConfigurationError(f"max_retries must be an integer from 0 to {MAX_RETRIES_LIMIT}")
         self._transport = transport
         self._closed = False
+        self._waits: set[anyio.CancelScope] = set()  # the retry waits under way (aclose cancels them)
         self._token = _Token(token)
         self.permissions = _check_permissions(permissions)
         self.client_name = client_name
@@ -218,6 +219,8 @@ class AgentMemoryClient(AsyncClosing):
         if self._closed:
             return
         self._closed = True
+        for waiting in list(self._waits):  # a propose waiting to retry ends now, ClientClosedError
+            waiting.cancel()
         close = getattr(self._transport, "aclose", None)
         if close is not None:
             await close()
@@ -485,7 +488,13 @@ class AgentMemoryClient(AsyncClosing):
             answered_by = response.header("Lucy-Request-Id")
             if answered_by:
                 earlier.append(answered_by)
-            await self._sleep(decision.delay)
+            # a close cuts the wait short (the sync facade's close() would otherwise block through it)
+            with anyio.CancelScope() as waiting:
+                self._waits.add(waiting)
+                try:
+                    await self._sleep(decision.delay)
+                finally:
+                    self._waits.discard(waiting)
             if self._closed:  # closed while it waited: the attempts made stand, as on any other error
                 if idempotency_key is not None:
                     self._key_attempts.set(idempotency_key, attempt + 1)

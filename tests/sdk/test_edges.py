@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
 from dataclasses import replace
+from typing import Any
 
+import anyio
 import httpx
 import pytest
 
@@ -218,6 +221,82 @@ async def test_closing_the_client_while_a_propose_waits_to_retry_keeps_its_attem
     assert "idempotency_key k-closing" in str(error)
     assert len(recorder.requests) == 1
     assert [row["operation"] for row in await admin.ledger()] == ["propose"]  # it did execute
+
+
+async def test_closing_the_client_cuts_a_retry_wait_short(fake, admin) -> None:
+    """The propose waits a minute (Retry-After: 60) and is closed on: it ends with ClientClosedError
+    at once, not when the minute is over (the wait is a real one here, and never runs out)."""
+    await admin.add_fault("propose", 503, retry_after=60)
+    waiting = anyio.Event()
+
+    async def real_sleep(seconds: float) -> None:
+        waiting.set()
+        await anyio.sleep(seconds)
+
+    client = AgentMemoryClient(
+        transport=http_transport(fake), token=DEV_TOKEN, permissions=BOTH, sleep=real_sleep
+    )
+    caught: list[BaseException] = []
+
+    async def propose() -> None:
+        try:
+            await client.propose(proposal_json(), idempotency_key="k-cut-short")
+        except ClientClosedError as error:
+            caught.append(error)
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as group:
+            group.start_soon(propose)
+            await waiting.wait()
+            await client.aclose()
+    [error] = caught
+    assert (error.attempts, error.status, error.idempotency_key) == (1, 503, "k-cut-short")  # type: ignore[attr-defined]
+
+
+def test_closing_the_sync_facade_cuts_a_retry_wait_short(fake) -> None:
+    """``close()`` from another thread returns at once, and the waiting propose raises then."""
+    waiting = threading.Event()
+
+    async def real_sleep(seconds: float) -> None:
+        waiting.set()
+        await anyio.sleep(seconds)
+
+    problem = {
+        "type": "https://agent-memory.invalid/problems/unavailable",
+        "title": "Service unavailable",
+        "status": 503,
+        "detail": "busy",
+        "code": "unavailable",
+        "request_id": "req_" + "a" * 22,
+        "retryable": True,
+    }
+    headers = {"retry-after": "60", "content-type": "application/problem+json"}
+    answer = TransportResponse(status=503, headers=headers, body=json.dumps(problem).encode())
+
+    class Busy:
+        async def send(self, request: Any) -> TransportResponse:
+            return answer
+
+    client = SyncAgentMemoryClient(transport=Busy(), token=DEV_TOKEN, permissions=BOTH, sleep=real_sleep)
+    caught: list[BaseException] = []
+
+    def propose() -> None:
+        try:
+            client.propose(proposal_json(), idempotency_key="k-sync-cut")
+        except ClientClosedError as error:
+            caught.append(error)
+
+    worker = threading.Thread(target=propose)
+    worker.start()
+    assert waiting.wait(timeout=10)
+    closer = threading.Thread(target=client.close)
+    closer.start()
+    closer.join(timeout=10)  # a bound, not a speed goal: it used to block for the whole minute
+    assert not closer.is_alive(), "close() waited for the retry wait to run out"
+    worker.join(timeout=10)
+    assert not worker.is_alive()
+    [error] = caught
+    assert error.attempts == 1  # type: ignore[attr-defined]
 
 
 async def test_a_recovery_calls_lost_response_gives_one_count_in_its_attempts_and_its_message(fake) -> None:
