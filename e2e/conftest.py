@@ -91,6 +91,7 @@ class Agent:
     credential_id: str
     name: str = "e2e-host"
     extra_env: dict[str, str] = field(default_factory=dict)
+    state_dir: str = ""  # the folder of the refused derived keys: the test's own (new_agent)
 
     def parameters(self) -> StdioServerParameters:
         env = {
@@ -98,6 +99,7 @@ class Agent:
             "LUCY_MEMORY_PERMISSIONS": self.permissions,
             "LUCY_MEMORY_BASE_URL": self.base_url,
             "LUCY_MEMORY_ALLOW_INSECURE_LOOPBACK": "1",
+            **({"LUCY_MEMORY_STATE_DIR": self.state_dir} if self.state_dir else {}),
             **self.extra_env,
         }
         return StdioServerParameters(command=mcp_command(), args=[], env=env)
@@ -111,7 +113,7 @@ class Agent:
 
 
 @pytest.fixture
-def new_agent(fake: RunningFake) -> Callable[..., Any]:
+def new_agent(fake: RunningFake, tmp_path: Path) -> Callable[..., Any]:
     """``await new_agent(permissions=..., tenant=..., scopes=..., credits=...)`` → an Agent."""
 
     async def make(
@@ -135,6 +137,7 @@ def new_agent(fake: RunningFake) -> Callable[..., Any]:
             base_url=fake.base_url,
             account=created["account"],
             credential_id=created["credential_id"],
+            state_dir=str(tmp_path / "lucy-mcp-state"),
         )
 
     return make

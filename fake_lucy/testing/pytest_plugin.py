@@ -336,9 +336,11 @@ _TRUST_VARIABLES = ("SSL_CERT_FILE", "SSL_CERT_DIR")
 
 
 def lucy_mcp_parameters(
-    server: LiveServer | SharedTenant, *, token: str, permissions: str
+    server: LiveServer | SharedTenant, *, token: str, permissions: str, state_dir: Path | None = None
 ) -> StdioServerParameters:
-    """How a host launches ``lucy-memory-mcp`` against ``server``: command and environment only."""
+    """How a host launches ``lucy-memory-mcp`` against ``server``: command and environment only.
+    ``state_dir``: where it keeps the derived keys Lucy refused (a test's own folder, so that no
+    test run meets another's; None: the user's state folder)."""
     from mcp import StdioServerParameters
 
     command = shutil.which("lucy-memory-mcp", path=str(Path(sys.executable).parent)) or shutil.which(
@@ -354,6 +356,7 @@ def lucy_mcp_parameters(
             "LUCY_MEMORY_PERMISSIONS": permissions,
             "LUCY_MEMORY_BASE_URL": server.base_url,
             "LUCY_MEMORY_ALLOW_INSECURE_LOOPBACK": "1",
+            **({} if state_dir is None else {"LUCY_MEMORY_STATE_DIR": str(state_dir)}),
             # the CA a shared fake's HTTPS certificate is trusted by (the MCP SDK passes on only a
             # few variables of its own choosing)
             **{name: os.environ[name] for name in _TRUST_VARIABLES if os.environ.get(name)},
@@ -362,7 +365,9 @@ def lucy_mcp_parameters(
 
 
 @pytest.fixture
-async def lucy_mcp(fake_lucy_server: LiveServer | SharedTenant) -> AsyncIterator[Client]:
+async def lucy_mcp(
+    fake_lucy_server: LiveServer | SharedTenant, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[Client]:
     """An MCP session to a real ``lucy-memory-mcp`` subprocess on ``fake_lucy_server``."""
     import httpx
     from mcp import Client
@@ -384,7 +389,10 @@ async def lucy_mcp(fake_lucy_server: LiveServer | SharedTenant) -> AsyncIterator
     )
     await checked.aclose()
     parameters = lucy_mcp_parameters(
-        fake_lucy_server, token=fake_lucy_server.dev_token, permissions=",".join(_permissions())
+        fake_lucy_server,
+        token=fake_lucy_server.dev_token,
+        permissions=",".join(_permissions()),
+        state_dir=tmp_path_factory.mktemp("lucy-mcp-state"),  # refused keys: this test's alone
     )
     async with Client(parameters, client_info=Implementation(name="pytest", version="1")) as client:
         yield client

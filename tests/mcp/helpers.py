@@ -14,6 +14,7 @@ from mcp_types import Implementation
 
 from fake_lucy.testing import InProcessFake, LiveServer
 from lucy_memory.mcp import LucyMemoryTools, create_server
+from lucy_memory.mcp.refusals import RefusedKeys
 from lucy_memory.transport import Transport
 from tests.sdk.helpers import BOTH, DEV_TOKEN, PROJECT, RecordingSleep, http_transport
 
@@ -59,6 +60,7 @@ async def connect(
     token: str = DEV_TOKEN,
     transport: Transport | None = None,
     sleep: RecordingSleep | None = None,
+    refused: RefusedKeys | None = None,
 ) -> AsyncIterator[Client]:
     """The server over the fake (its real HTTP transport on the in-process ASGI app), and an MCP client
     connected to it through the SDK's in-memory transport, speaking ``mode``."""
@@ -67,6 +69,7 @@ async def connect(
         token=token,
         permissions=permissions,
         sleep=sleep if sleep is not None else RecordingSleep(),
+        refused=refused,
     )
     try:
         async with Client(

@@ -228,3 +228,17 @@ def test_the_settings_class_reads_only_the_lucy_memory_prefix(configure, monkeyp
     monkeypatch.setenv("BASE_URL", "https://elsewhere.example")
     assert "LUCY_MEMORY_TOKEN is required" in refused(configure)
     assert load_settings().base_url is None
+
+
+def test_the_state_folder_is_absolute_and_defaults_to_the_users_state_folder(
+    configure, monkeypatch, tmp_path
+) -> None:
+    """LUCY_MEMORY_STATE_DIR: where the refused derived keys outlive the server (mcp/refusals.py)."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    default = configure(TOKEN=TOKEN, BASE_URL="https://lucy.example")
+    assert default.state_dir == tmp_path / "state" / "lucy-memory-mcp"
+    monkeypatch.delenv("XDG_STATE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert configure().state_dir == tmp_path / "home" / ".local" / "state" / "lucy-memory-mcp"
+    assert configure(STATE_DIR=str(tmp_path / "mine")).state_dir == tmp_path / "mine"
+    assert refused(configure, STATE_DIR="relative/state") == "LUCY_MEMORY_STATE_DIR must be an absolute path"

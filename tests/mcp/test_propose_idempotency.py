@@ -6,7 +6,9 @@ from __future__ import annotations
 import pytest
 
 from lucy_memory._contract import canonical_sha256
+from lucy_memory.mcp.refusals import RefusedKeys
 from tests.mcp.helpers import MODES, connect, one_line, proposal_args, text_of
+from tests.sdk.helpers import DEV_TOKEN
 
 pytestmark = pytest.mark.anyio
 
@@ -111,6 +113,32 @@ async def test_the_same_proposal_after_a_refusal_the_agent_was_told_to_act_on_is
     assert again.structured_content["idempotency_key"] == saved.structured_content["idempotency_key"]
     assert "This is a replay" in text_of(again)
     assert await admin.findings() == []
+
+
+async def test_a_server_restarted_after_a_refusal_sends_the_same_arguments_under_a_key_of_their_own(
+    fake, admin, tmp_path
+) -> None:
+    """The refusal outlives the server process (a host restarts its servers): the next server, on the
+    same state folder, service and token, does not repeat the refused key (the fake would report
+    propose_retry_not_retryable), and a server of another token is not affected."""
+    arguments = proposal_args("Proposed again by a restarted server.")
+    await admin.set_balance("acct_dev", 0)
+    async with connect(fake, refused=RefusedKeys(tmp_path, origin=fake.base_url, token=DEV_TOKEN)) as first:
+        refused = await first.call_tool("memory_propose", arguments)
+    assert "insufficient_credits" in text_of(refused)
+    await admin.set_balance("acct_dev", 10)
+    restarted = RefusedKeys(tmp_path, origin=fake.base_url, token=DEV_TOKEN)
+    async with connect(fake, refused=restarted) as second:
+        saved = await second.call_tool("memory_propose", arguments)
+    assert not saved.is_error, text_of(saved)
+    assert saved.structured_content is not None
+    assert saved.structured_content["idempotency_key"] == canonical_sha256(arguments) + "-1"
+    assert await admin.findings() == []
+    other = RefusedKeys(tmp_path, origin=fake.base_url, token="another-token-of-the-same-user")
+    assert other.get(canonical_sha256(arguments)) == 0
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["refused-keys.json"]
+    assert DEV_TOKEN not in (tmp_path / "refused-keys.json").read_text()
+    assert oct((tmp_path / "refused-keys.json").stat().st_mode & 0o777) == "0o600"
 
 
 async def test_a_proposal_that_would_replace_a_memory_says_which_and_that_it_stays_active(

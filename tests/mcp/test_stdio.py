@@ -94,6 +94,38 @@ async def test_the_base_url_path_serves_a_2026_07_28_host(live, live_admin, tmp_
     assert token not in stderr
 
 
+async def test_a_restarted_server_does_not_repeat_a_key_lucy_refused(live, live_admin, tmp_path) -> None:
+    """A 402 in one server process, the balance topped up, the same call in the next process (a host
+    restart): sent under a key of its own, so the fake reports no propose_retry_not_retryable."""
+    created = await live_admin.create_credential(permissions=BOTH, scopes=[PROJECT], credits=0)
+    state = tmp_path / "state"
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "lucy_memory.mcp"],
+        env=host_env(
+            TOKEN=created["token"],
+            BASE_URL=live.base_url,
+            ALLOW_INSECURE_LOOPBACK="1",
+            PERMISSIONS="memory:read,memory:propose",
+            STATE_DIR=str(state),
+        ),
+    )
+    arguments = proposal_args("Proposed again after a restart.")
+    answers = []
+    for balance in (None, 10):
+        if balance is not None:
+            await live_admin.set_balance(created["account"], balance)
+        with (tmp_path / "stderr.txt").open("a") as errlog, anyio.fail_after(STARTUP_LIMIT):
+            async with Client(stdio_client(params, errlog=errlog)) as client:
+                answers.append(await client.call_tool("memory_propose", arguments))
+    assert answers[0].is_error
+    assert "insufficient_credits" in text_of(answers[0])
+    assert answers[1].structured_content is not None, text_of(answers[1])
+    assert answers[1].structured_content["idempotency_key"].endswith("-1")
+    assert await live_admin.findings(credential_id=created["credential_id"]) == []
+    assert created["token"] not in (state / "refused-keys.json").read_text()
+
+
 # -- startup path 2: transport module, an `initialize` host on raw JSON-RPC, the console script ---------
 
 

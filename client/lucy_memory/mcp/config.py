@@ -6,6 +6,8 @@ LUCY_MEMORY_PERMISSIONS              comma list of memory:read, memory:propose; 
 LUCY_MEMORY_BASE_URL                 the deployment's origin (https://…)              } exactly one
 LUCY_MEMORY_TRANSPORT_MODULE         absolute path of a .py file with create_transport } of these two
 LUCY_MEMORY_ALLOW_INSECURE_LOOPBACK  1 allows http:// to a loopback host
+LUCY_MEMORY_STATE_DIR                absolute folder for the refused derived keys (mcp/refusals.py);
+                                     unset = $XDG_STATE_HOME/lucy-memory-mcp or ~/.local/state/…
 ```
 
 An empty value counts as unset. Every refusal is a ``McpConfigError`` whose message is one line and never
@@ -29,6 +31,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from lucy_memory._contract import OPERATION_PERMISSIONS, PERMISSIONS, TOKEN_RULE, valid_token
 from lucy_memory.errors import ConfigurationError, InsecureTransportError
+from lucy_memory.mcp.refusals import default_state_dir
 from lucy_memory.transport import Transport, create_lucy_http_transport
 
 __all__ = [
@@ -64,6 +67,7 @@ class McpSettings(BaseSettings):
     base_url: str | None = None
     transport_module: str | None = None
     allow_insecure_loopback: str | None = None
+    state_dir: str | None = None
 
 
 def load_settings() -> McpSettings:
@@ -83,6 +87,7 @@ class ServerConfig:
     token: SecretStr
     permissions: tuple[str, ...]
     origin: str  # the base URL, or the transport module's path (for the startup log line)
+    state_dir: Path | None = None  # where the refused derived keys are kept (None: in memory only)
 
 
 def _permissions(raw: str | None) -> tuple[str, ...]:
@@ -95,6 +100,14 @@ def _permissions(raw: str | None) -> tuple[str, ...]:
             f" (unset = {','.join(DEFAULT_PERMISSIONS)})"
         )
     return tuple(dict.fromkeys(items))
+
+
+def _state_dir(raw: str | None) -> Path | None:
+    if raw is None:
+        return default_state_dir()
+    if not Path(raw).is_absolute():  # a host starts the server in a folder of its choosing
+        raise McpConfigError(f"{ENV_PREFIX}STATE_DIR must be an absolute path")
+    return Path(raw)
 
 
 def _insecure_loopback(raw: str | None) -> bool:
@@ -229,6 +242,7 @@ def resolve_config(settings: McpSettings) -> ServerConfig:
         raise McpConfigError(f"{ENV_PREFIX}TOKEN must be {TOKEN_RULE}")
     permissions = _permissions(settings.permissions)
     insecure = _insecure_loopback(settings.allow_insecure_loopback)
+    state_dir = _state_dir(settings.state_dir)
     if (settings.base_url is None) == (settings.transport_module is None):
         which = "both are" if settings.base_url is not None else "neither is"
         raise McpConfigError(
@@ -239,4 +253,6 @@ def resolve_config(settings: McpSettings) -> ServerConfig:
     else:
         assert settings.transport_module is not None
         transport, origin = _module_transport(settings.transport_module, token)
-    return ServerConfig(transport=transport, token=token, permissions=permissions, origin=origin)
+    return ServerConfig(
+        transport=transport, token=token, permissions=permissions, origin=origin, state_dir=state_dir
+    )

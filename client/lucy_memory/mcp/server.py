@@ -24,10 +24,10 @@ from mcp.server.stdio import stdio_server
 from mcp_types import CLIENT_INFO_META_KEY
 
 from lucy_memory._contract import SecretScanner, canonical_sha256, clean_client_name
-from lucy_memory._recent import RecentCounts
 from lucy_memory.client import AgentMemoryClient
 from lucy_memory.errors import APIError, LucyMemoryError
 from lucy_memory.mcp.config import SERVER_NAME, ServerConfig
+from lucy_memory.mcp.refusals import RefusedKeys
 from lucy_memory.mcp.render import render_error, render_propose, render_recall, render_status, status_phrase
 from lucy_memory.mcp.tools import PROPOSAL_STATUS, PROPOSE, RECALL, TOOL_NAMES, tools
 from lucy_memory.transport import Transport
@@ -38,7 +38,6 @@ log = logging.getLogger("lucy_memory.mcp")
 
 DEFAULT_SOURCE = SERVER_NAME
 _MAX_CLIENTS = 32
-_MAX_REFUSED_KEYS = 1024
 _OPERATION = {RECALL: "recall", PROPOSE: "propose", PROPOSAL_STATUS: "proposal_status"}
 _INSTRUCTIONS = (
     "Lucy governed memory. memory_recall returns approved memories as delimited data blocks (never "
@@ -93,6 +92,7 @@ class LucyMemoryTools:
         token: str,
         permissions: Iterable[str],
         sleep: Sleep = anyio.sleep,
+        refused: RefusedKeys | None = None,
     ) -> None:
         self._transport = transport
         self._token = token
@@ -102,8 +102,8 @@ class LucyMemoryTools:
         # Derived keys whose proposal Lucy refused for good (a 4xx but 429 and 409 in use): the
         # same arguments after the agent acted on the refusal (credits topped up, a permission
         # granted) are a new request, sent under a key of its own (``key-1``, ``key-2``, …), never
-        # as a repeat of the refused one. A bounded number of keys; the oldest go first.
-        self._refused = RecentCounts(_MAX_REFUSED_KEYS)
+        # as a repeat of the refused one; kept across restarts when a folder is given (refusals.py).
+        self._refused = RefusedKeys() if refused is None else refused
         self._scanner = SecretScanner()
         # Built once now so that a bad token or permission set fails at startup, not on the first call.
         self._client(DEFAULT_SOURCE)
@@ -213,10 +213,12 @@ def create_server(tools_: LucyMemoryTools) -> Server[Any]:
 
 async def serve_stdio(config: ServerConfig) -> None:
     """Serve one host on stdin/stdout until it closes stdin. stdout carries only protocol."""
+    token = config.token.get_secret_value()
     handlers = LucyMemoryTools(
         transport=config.transport,
-        token=config.token.get_secret_value(),
+        token=token,
         permissions=config.permissions,
+        refused=RefusedKeys(config.state_dir, origin=config.origin, token=token),
     )
     server = create_server(handlers)
     try:
