@@ -161,11 +161,12 @@ def valid_client_name(name: object) -> bool:
 
 
 def encode_client_name(name: str) -> str:
-    """The header value: the name trimmed as the server trims it (a header value cannot begin or end
-    with a space: HTTP clients refuse to send one), then visible ASCII and spaces as they are, and
-    anything else (and ``%``) percent-encoded as UTF-8."""
+    """The header value: the name without spaces around it (a header value cannot begin or end with
+    one: HTTP clients refuse to send it; the server trims the name anyway), then visible ASCII and
+    spaces as they are, and anything else (and ``%``) percent-encoded as UTF-8 (so a control
+    character at either end still reaches the server, which refuses it)."""
     out: list[str] = []
-    for char in name.strip():
+    for char in name.strip(" "):
         if " " <= char <= "~" and char != "%":
             out.append(char)
         else:
