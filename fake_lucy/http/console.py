@@ -667,13 +667,17 @@ def console_router(fake: FakeLucy, stream: EventStream) -> APIRouter:
                 for method in route.methods or ()
             }
         )
+        with fake.db.write() as conn:  # a logged-in reader keeps the console's navigation
+            session = console._session(conn, request)
         if not allowed:
-            return console.message("Not found", "There is no console page at this address.", status=404)
+            text = "There is no console page at this address."
+            return console.message("Not found", text, status=404, session=session)
         what = "a button of the console" if allowed == ["POST"] else "a console page"
         response = console.message(
             "Method not allowed",
             f"This address is {what}; it takes {', '.join(allowed)}, not {request.method}.",
             status=405,
+            session=session,
         )
         response.headers["Allow"] = ", ".join(allowed)
         return response

@@ -585,10 +585,15 @@ async def test_an_unknown_console_address_or_method_is_a_page_and_a_refused_form
         assert f"it takes {allowed}, not {method}." in response.text
     head = await browser.head(CONSOLE + "/login")
     assert (head.status_code, head.headers.get("allow")) == (405, "GET, POST")
+    # logged in, these pages keep the console's navigation and logout; logged out, they have none
+    assert f'href="{CONSOLE}/proposals"' in (await browser.get(CONSOLE + "/nope")).text
+    assert f'action="{CONSOLE}/logout"' in (await browser.post(CONSOLE + "/memories")).text
     refused = await act(browser, "/faults", logged_in, operation="recall", status="503", count="0")
     assert refused.status_code == 422
     assert refused.headers["content-type"].startswith("text/html")
     assert "count" in refused.text.split("<h1>", 1)[1]  # the field the schema refused
+    browser.cookies.clear()
+    assert f'href="{CONSOLE}/proposals"' not in (await browser.get(CONSOLE + "/nope")).text
 
 
 async def test_the_queue_names_when_its_first_proposal_expires_by_a_running_clock_only(
