@@ -10,14 +10,12 @@ import signal
 import sqlite3
 import sys
 import time
-from collections.abc import Iterable
 from typing import Any
 
 from fastapi import FastAPI
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import BaseRoute, Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from fake_lucy import __version__
@@ -30,7 +28,15 @@ from fake_lucy.http.control import control_router
 from fake_lucy.http.events import EventStream
 from fake_lucy.http.openapi import control_openapi, v1_openapi
 from fake_lucy.http.pipeline import RequestLog, V1Pipeline
-from fake_lucy.http.problems import JSON, PROBLEM, BytesResponse, json_bytes, problem_body, problem_response
+from fake_lucy.http.problems import (
+    JSON,
+    PROBLEM,
+    BytesResponse,
+    allowed_methods,
+    json_bytes,
+    problem_body,
+    problem_response,
+)
 from fake_lucy.runtime import FakeLucy
 from fake_lucy.server_log import RequestLogger
 from fake_lucy.settings import FakeLucySettings, load_settings
@@ -264,7 +270,9 @@ def create_app(
                 "method_not_allowed",
                 f"this path does not answer {request.method}",
                 headers={
-                    "Allow": _allowed(request, [*app.router.routes, *control.routes, *console.routes])
+                    "Allow": ", ".join(
+                        allowed_methods(request.scope, [*app.router.routes, *control.routes, *console.routes])
+                    )
                     or headers.get("Allow", "")
                 },
             )
@@ -290,19 +298,6 @@ def create_app(
     app.v1_routes = V1Routes(app, pipeline, base)
     app.loopback = fake.loopback
     return app
-
-
-def _allowed(request: Request, routes: Iterable[BaseRoute]) -> str:
-    """Every method the path takes among ``routes`` (the app's own and those of the routers it
-    includes): each operation of a path is a route of its own, and Starlette's 405 names only the
-    first route's."""
-    methods = {
-        method
-        for route in routes
-        if isinstance(route, Route) and route.matches(request.scope)[0] is Match.PARTIAL
-        for method in route.methods or ()
-    }
-    return ", ".join(sorted(methods))
 
 
 # The pid of the ``fake-lucy serve`` that supervises the workers (set by it for them).

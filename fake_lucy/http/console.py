@@ -23,12 +23,10 @@ from typing import Any, Final, Literal, TypedDict
 from urllib.parse import parse_qsl, urlencode
 
 from fastapi import APIRouter
-from fastapi.routing import APIRoute
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup, escape
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
-from starlette.routing import Match
 
 from fake_lucy import __version__
 from fake_lucy.addresses import path_segment
@@ -38,7 +36,7 @@ from fake_lucy.domain.ids import random_request_id
 from fake_lucy.domain.sessions import Session
 from fake_lucy.http.control import admin_scope
 from fake_lucy.http.events import EventStream, last_event_id
-from fake_lucy.http.problems import ERRORS, problem_response, schema_problem
+from fake_lucy.http.problems import ERRORS, allowed_methods, problem_response, schema_problem
 from fake_lucy.runtime import FakeLucy
 from fake_lucy.text import pieces, word_diff
 from lucy_memory._contract import (
@@ -659,14 +657,7 @@ def console_router(fake: FakeLucy, stream: EventStream) -> APIRouter:
     async def no_such_page(request: Request) -> Response:
         """Any other address or method under the console: a page saying so (not the API's problem
         JSON); an address of the console asked with another method is 405 with ``Allow``."""
-        allowed = sorted(
-            {
-                method
-                for route in pages
-                if isinstance(route, APIRoute) and route.matches(request.scope)[0] is Match.PARTIAL
-                for method in route.methods or ()
-            }
-        )
+        allowed = allowed_methods(request.scope, pages)
         with fake.db.write() as conn:  # a logged-in reader keeps the console's navigation
             session = console._session(conn, request)
         if not allowed:

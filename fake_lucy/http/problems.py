@@ -8,6 +8,8 @@ from typing import Any
 
 import orjson
 from starlette.responses import Response
+from starlette.routing import BaseRoute, Match, Route
+from starlette.types import Scope
 
 from fake_lucy.domain.errors import SCHEMA_MISMATCH, DomainError, invalid_request
 from lucy_memory._contract import SchemaError, load_contract
@@ -19,6 +21,7 @@ __all__ = [
     "TYPE_BASE",
     "BytesResponse",
     "ProblemError",
+    "allowed_methods",
     "json_bytes",
     "problem_response",
     "schema_problem",
@@ -31,6 +34,19 @@ _API = load_contract("agent-memory-api")
 _CONTROL = load_contract("fake-control")
 ERRORS: dict[str, dict[str, Any]] = {**_CONTROL["errors"], **_API["errors"]}
 TYPE_BASE: str = _API["problem_type_base"]
+
+
+def allowed_methods(scope: Scope, routes: Iterable[BaseRoute]) -> list[str]:
+    """The methods a request's path takes among ``routes``, sorted (a 405's ``Allow``): each
+    operation of a path is a route of its own, and Starlette's 405 names only the first one's."""
+    return sorted(
+        {
+            method
+            for route in routes
+            if isinstance(route, Route) and route.matches(scope)[0] is Match.PARTIAL
+            for method in route.methods or ()
+        }
+    )
 
 
 class BytesResponse(Response):
