@@ -49,6 +49,28 @@ def meanwhile(fake, monkeypatch) -> Iterator[Callable[[Callable[[sqlite3.Connect
     other.close()
 
 
+@pytest.fixture
+def after_authentication(
+    fake, monkeypatch
+) -> Iterator[Callable[[Callable[[sqlite3.Connection], Any]], None]]:
+    """``after_authentication(change)``: the next v1 request, once its permissions are checked, has
+    ``change`` run in a write transaction of another connection (another worker's) before it goes on."""
+    other = Database(fake.fake.settings.database)
+    check = pipeline.V1Pipeline._check_permissions
+
+    def arm(change: Callable[[sqlite3.Connection], Any]) -> None:
+        def checked_then_changed(self: pipeline.V1Pipeline, call: Any) -> None:
+            check(self, call)
+            monkeypatch.setattr(pipeline.V1Pipeline, "_check_permissions", check)  # once
+            with other.write() as conn:
+                change(conn)
+
+        monkeypatch.setattr(pipeline.V1Pipeline, "_check_permissions", checked_then_changed)
+
+    yield arm
+    other.close()
+
+
 def rows(fake, table: str, tenant: str) -> list[dict[str, Any]]:
     """A table's rows of the tenant, straight from the file (the server admin's listings have no
     tenant filter)."""
@@ -127,34 +149,26 @@ async def test_a_propose_held_in_flight_across_its_tenants_rebirth_is_refused_an
 
 
 async def test_a_request_that_began_before_its_tenants_reset_takes_no_fault_of_the_fresh_state(
-    fake, admin, monkeypatch
+    fake, admin, after_authentication
 ) -> None:
     """Between its authentication and its fault step another worker resets the tenant and its
     admin arms a fault: that fault is the fresh state's, so the request from before answers 503 and
     leaves it to the requests that come after."""
     created = await admin.create_tenant("t-fault")
     tenant_admin = FakeAdmin(client_factory=lambda: fake.client(created["admin_token"]))
-    other = Database(fake.fake.settings.database)
-    check = pipeline.V1Pipeline._check_permissions
 
-    def checked_then_reset(self: pipeline.V1Pipeline, call: Any) -> None:
-        check(self, call)
-        monkeypatch.setattr(pipeline.V1Pipeline, "_check_permissions", check)  # once
-        with other.write() as conn:
-            tenants.reset(conn, "t-fault")
-            faults.create(conn, fake.fake.ids, {"operation": "recall", "status": 500}, tenant="t-fault")
+    def reset_and_arm(conn: sqlite3.Connection) -> None:
+        tenants.reset(conn, "t-fault")
+        faults.create(conn, fake.fake.ids, {"operation": "recall", "status": 500}, tenant="t-fault")
 
-    monkeypatch.setattr(pipeline.V1Pipeline, "_check_permissions", checked_then_reset)
-    try:
-        async with fake.client(created["credential"]["token"]) as client:
-            first = await recall(client, "anything")
-            assert (first.status_code, first.json()["code"]) == (503, "unavailable")
-            assert [fault["remaining"] for fault in await tenant_admin.faults()] == [1]
-            assert await tenant_admin.requests() == []
-            after = await recall(client, "anything")
-            assert after.status_code == 500  # the fresh state's fault, for the first request of it
-    finally:
-        other.close()
+    after_authentication(reset_and_arm)
+    async with fake.client(created["credential"]["token"]) as client:
+        first = await recall(client, "anything")
+        assert (first.status_code, first.json()["code"]) == (503, "unavailable")
+        assert [fault["remaining"] for fault in await tenant_admin.faults()] == [1]
+        assert await tenant_admin.requests() == []
+        after = await recall(client, "anything")
+        assert after.status_code == 500  # the fresh state's fault, for the first request of it
 
 
 async def test_a_propose_held_in_flight_while_its_credential_is_revoked_is_401_and_does_nothing(
@@ -180,24 +194,12 @@ async def test_a_propose_held_in_flight_while_its_credential_is_revoked_is_401_a
 
 
 async def test_a_recall_whose_credential_is_revoked_after_it_authenticated_is_401_and_not_charged(
-    fake, admin, monkeypatch
+    fake, admin, after_authentication
 ) -> None:
     created = await admin.create_credential(scopes=[WORKSPACE])
-    other = Database(fake.fake.settings.database)
-    check = pipeline.V1Pipeline._check_permissions
-
-    def checked_then_revoked(self: pipeline.V1Pipeline, call: Any) -> None:
-        check(self, call)
-        monkeypatch.setattr(pipeline.V1Pipeline, "_check_permissions", check)  # once
-        with other.write() as conn:
-            principals.revoke_credential(conn, created["credential_id"])
-
-    monkeypatch.setattr(pipeline.V1Pipeline, "_check_permissions", checked_then_revoked)
-    try:
-        async with fake.client(created["token"]) as client:
-            response = await recall(client, "anything")
-    finally:
-        other.close()
+    after_authentication(lambda conn: principals.revoke_credential(conn, created["credential_id"]))
+    async with fake.client(created["token"]) as client:
+        response = await recall(client, "anything")
     assert (response.status_code, response.json()["code"]) == (401, "unauthenticated")
     assert "revoked while this request ran" in response.json()["detail"]
     request_id = response.headers["Lucy-Request-Id"]
