@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from fake_lucy.addresses import is_loopback
-from fake_lucy.domain import clock, events, tenants
+from fake_lucy.domain import clock, events, sessions, tenants
 from fake_lucy.domain import seed as seeding
 from fake_lucy.domain.defaults import DEFAULT_ADMIN_TOKEN
 from fake_lucy.domain.ids import IdFactory
@@ -52,6 +52,10 @@ class FakeLucy:
         self.admin_token = configured if configured is not None else DEFAULT_ADMIN_TOKEN
         # the built-in token configured by name is still the public one: refused off loopback too
         self.admin_token_is_builtin = configured is None or configured == DEFAULT_ADMIN_TOKEN
+        # what a server admin's console session must have logged in with (none: the token is refused)
+        self.console_admin = sessions.server_admin_digest(
+            None if self.admin_token_is_builtin and not self.loopback else self.admin_token
+        )
         self.scanner = SecretScanner()
         self.stop_words = frozenset(self.contract["recall"]["stop_words"])
         self.placeholder: str = self.contract["secret_policy"]["placeholder"]

@@ -76,7 +76,7 @@ def _console_line(settings: FakeLucySettings, fake: FakeLucy, origin: str) -> st
     if not fake.loopback:
         return f"  console:      {origin}{CONSOLE}/   (log in with the admin token)"
     with fake.db.write() as conn:
-        token = sessions.create_link(conn)
+        token = sessions.create_link(conn, fake.admin_token)
     return f"  console:      {origin}{CONSOLE}/login/{token}   (one-time login link, 10 minutes)"
 
 

@@ -5,6 +5,12 @@ its SHA-256, so every worker knows the session and a copy of the file logs nobod
 token of a session is an HMAC of its id: a page can carry it, and only the holder of the cookie
 can compute it. Sessions expire after ``IDLE_SECONDS`` without a request (wall time, not the
 fake's clock); a login link works once, within ``LINK_SECONDS``. Reset keeps both.
+
+Each session and link holds the SHA-256 of the admin token that made it, and lasts only while that
+token is still the admin token of its reach: the server's (``server_admin``: the digest of the
+token this process was given, None when that token is refused, as the built-in one off loopback)
+or its tenant's. A fake started again with another admin token, or a tenant whose admin token
+changed, logs out whoever logged in with the old one.
 """
 
 from __future__ import annotations
@@ -27,7 +33,9 @@ __all__ = [
     "end",
     "end_tenant",
     "resume",
+    "server_admin_digest",
     "start",
+    "still_valid",
     "use_link",
 ]
 
@@ -57,17 +65,34 @@ def csrf_token(session_id: str) -> str:
     return hmac.new(session_id.encode("utf-8"), b"fake-lucy console csrf", hashlib.sha256).hexdigest()
 
 
-def start(conn: sqlite3.Connection, tenant: str | None) -> str:
-    """A new session; returns its id (for the cookie only)."""
+def start(conn: sqlite3.Connection, tenant: str | None, admin_token: str) -> str:
+    """A new session of the holder of ``admin_token`` (the server's, or ``tenant``'s); returns its
+    id (for the cookie only)."""
+    return _start(conn, tenant, _digest(admin_token))
+
+
+def _start(conn: sqlite3.Connection, tenant: str | None, admin_sha256: str) -> str:
     now = _now_us()
     store.delete_expired(conn, seen_before_us=now - IDLE_SECONDS * 10**6, now_us=now)
     session_id = secrets.token_urlsafe(32)
-    store.insert_session(conn, _digest(session_id), tenant, now)
+    store.insert_session(conn, _digest(session_id), tenant, admin_sha256, now)
     return session_id
 
 
-def resume(conn: sqlite3.Connection, session_id: str | None) -> Session | None:
-    """The session of a cookie's id, if it exists and has been used within ``IDLE_SECONDS``."""
+def _valid(row: store.SessionRow, server_admin: str | None, now: int) -> bool:
+    """Used within ``IDLE_SECONDS``, and its admin token still the admin token of its reach."""
+    admin_now = server_admin if row.tenant_id is None else row.tenant_admin_sha256
+    return (
+        now - row.seen_us <= IDLE_SECONDS * 10**6
+        and admin_now is not None
+        and row.admin_sha256 is not None
+        and hmac.compare_digest(row.admin_sha256, admin_now)
+    )
+
+
+def resume(conn: sqlite3.Connection, session_id: str | None, server_admin: str | None) -> Session | None:
+    """The session of a cookie's id, if it exists and is still valid (``_valid``); a session that
+    is no longer is deleted."""
     if not session_id:
         return None
     digest = _digest(session_id)
@@ -75,7 +100,7 @@ def resume(conn: sqlite3.Connection, session_id: str | None) -> Session | None:
     now = _now_us()
     if row is None:
         return None
-    if now - row.seen_us > IDLE_SECONDS * 10**6:
+    if not _valid(row, server_admin, now):
         store.delete_session(conn, digest)
         return None
     if now - row.seen_us > _TOUCH_EVERY_US:
@@ -83,10 +108,16 @@ def resume(conn: sqlite3.Connection, session_id: str | None) -> Session | None:
     return Session(digest, row.tenant_id, csrf_token(session_id))
 
 
-def still_valid(conn: sqlite3.Connection, digest: str) -> bool:
-    """Is the session still there and not idle too long (for a stream that stays open)?"""
+def still_valid(conn: sqlite3.Connection, digest: str, server_admin: str | None) -> bool:
+    """Is the session still there and valid (for a stream that stays open)?"""
     row = store.session(conn, digest)
-    return row is not None and _now_us() - row.seen_us <= IDLE_SECONDS * 10**6
+    return row is not None and _valid(row, server_admin, _now_us())
+
+
+def server_admin_digest(admin_token: str | None) -> str | None:
+    """``server_admin`` of the functions here: the digest of the server admin token in force, or
+    None when there is none (the built-in one off loopback)."""
+    return None if admin_token is None else _digest(admin_token)
 
 
 def end(conn: sqlite3.Connection, session_id: str) -> None:
@@ -98,14 +129,21 @@ def end_tenant(conn: sqlite3.Connection, tenant: str) -> None:
     store.delete_tenant(conn, tenant)
 
 
-def create_link(conn: sqlite3.Connection, tenant: str | None = None) -> str:
-    """A one-time login link's token (``fake-lucy serve`` prints the link on a loopback bind)."""
+def create_link(conn: sqlite3.Connection, admin_token: str, tenant: str | None = None) -> str:
+    """A one-time login link's token, for the holder of ``admin_token`` (the server's, or
+    ``tenant``'s): ``fake-lucy serve`` prints the link on a loopback bind."""
     token = secrets.token_urlsafe(32)
-    store.insert_link(conn, _digest(token), tenant, _now_us() + LINK_SECONDS * 10**6)
+    store.insert_link(conn, _digest(token), tenant, _digest(admin_token), _now_us() + LINK_SECONDS * 10**6)
     return token
 
 
-def use_link(conn: sqlite3.Connection, token: str) -> str | None:
-    """Spend a link: a new session's id, or None when the link is unknown, used or expired."""
-    valid, tenant = store.take_link(conn, _digest(token), _now_us())
-    return start(conn, tenant) if valid else None
+def use_link(conn: sqlite3.Connection, token: str, server_admin: str | None) -> str | None:
+    """Spend a link: a new session's id, or None when the link is unknown, used or expired, or the
+    admin token it was made for is no longer the admin token of its reach."""
+    link = store.take_link(conn, _digest(token))
+    if link is None or link.expires_us < _now_us() or link.admin_sha256 is None:
+        return None
+    admin_now = server_admin if link.tenant_id is None else store.tenant_admin_sha256(conn, link.tenant_id)
+    if admin_now is None or not hmac.compare_digest(link.admin_sha256, admin_now):
+        return None
+    return _start(conn, link.tenant_id, link.admin_sha256)

@@ -207,7 +207,7 @@ class Console:
     # -- sessions, origin and CSRF -------------------------------------------------------------
 
     def _session(self, conn: sqlite3.Connection, request: Request) -> Session | None:
-        return sessions.resume(conn, request.cookies.get(COOKIE))
+        return sessions.resume(conn, request.cookies.get(COOKIE), self.fake.console_admin)
 
     @staticmethod
     def _same_origin(request: Request) -> bool:
@@ -578,8 +578,9 @@ def console_router(fake: FakeLucy, stream: EventStream) -> APIRouter:
                 "Refused", "the request does not come from this console's origin", status=403
             )
         with fake.db.write() as conn:
-            scope = console._admin_scope(form.get("token", "").strip())
-            session_id = None if scope is None else sessions.start(conn, scope.tenant)
+            token = form.get("token", "").strip()
+            scope = console._admin_scope(token)
+            session_id = None if scope is None else sessions.start(conn, scope.tenant, token)
         if session_id is None:
             return console.render(
                 "login.html", http_status=401, session=None, error="That is not an admin token."
@@ -590,7 +591,7 @@ def console_router(fake: FakeLucy, stream: EventStream) -> APIRouter:
 
     async def login_link(request: Request) -> Response:
         with fake.db.write() as conn:
-            session_id = sessions.use_link(conn, request.path_params["token"])
+            session_id = sessions.use_link(conn, request.path_params["token"], fake.console_admin)
         if session_id is None:
             return console.message(
                 "Link used or expired",
@@ -639,7 +640,7 @@ def console_router(fake: FakeLucy, stream: EventStream) -> APIRouter:
             request.scope,
             resume,
             tenant=session.tenant,
-            still_allowed=lambda: sessions.still_valid(fake.db.conn, digest),
+            still_allowed=lambda: sessions.still_valid(fake.db.conn, digest, fake.console_admin),
         )
 
     async def static(request: Request) -> Response:

@@ -31,7 +31,7 @@ SCHEMA_SQL = Path(__file__).with_name("schema.sql")
 # a file of a higher one, from a newer fake-lucy, is refused. It goes up with every change of
 # ``schema.sql``, ``ADDED_COLUMNS`` or ``ADDED_INDEXES`` (a test holds it to their digest); a file
 # without one (0) was written before versions, and is brought up to date as any older file is.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 _OWNER = re.compile(r"CREATE (?:TABLE|(?:UNIQUE )?INDEX \S+ ON) (\S+) ")
 
 
@@ -91,6 +91,8 @@ ADDED_COLUMNS = (
     ("poll_series", "recent", "VARCHAR NOT NULL DEFAULT ''"),
     ("poll_series", "last_answered_us", "INTEGER"),
     ("poll_series", "last_answered_clock_us", "INTEGER"),
+    ("console_sessions", "admin_sha256", "VARCHAR"),
+    ("console_links", "admin_sha256", "VARCHAR"),
 )
 
 # Indexes of tables that an existing file already has (a table is created with its indexes only

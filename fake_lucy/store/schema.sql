@@ -8,9 +8,9 @@ CREATE INDEX ix_accounts_tenant_id ON accounts (tenant_id);
 CREATE TABLE client_watch (credential_id VARCHAR NOT NULL, kind VARCHAR NOT NULL, subject VARCHAR NOT NULL, tenant_id VARCHAR NOT NULL, "key" VARCHAR, body_sha256 VARCHAR NOT NULL, request_ids VARCHAR NOT NULL, status INTEGER, code VARCHAR, retry_after FLOAT, answered_us INTEGER NOT NULL, clock_us INTEGER NOT NULL, reported VARCHAR NOT NULL, expires_us INTEGER NOT NULL, PRIMARY KEY (credential_id, kind, subject));
 CREATE INDEX ix_client_watch_expires_us ON client_watch (expires_us);
 
-CREATE TABLE console_links (token_sha256 VARCHAR NOT NULL, tenant_id VARCHAR, expires_us INTEGER NOT NULL, PRIMARY KEY (token_sha256));
+CREATE TABLE console_links (token_sha256 VARCHAR NOT NULL, tenant_id VARCHAR, expires_us INTEGER NOT NULL, admin_sha256 VARCHAR, PRIMARY KEY (token_sha256));
 
-CREATE TABLE console_sessions (id_sha256 VARCHAR NOT NULL, tenant_id VARCHAR, created_us INTEGER NOT NULL, seen_us INTEGER NOT NULL, PRIMARY KEY (id_sha256));
+CREATE TABLE console_sessions (id_sha256 VARCHAR NOT NULL, tenant_id VARCHAR, created_us INTEGER NOT NULL, seen_us INTEGER NOT NULL, admin_sha256 VARCHAR, PRIMARY KEY (id_sha256));
 
 CREATE TABLE credentials (id VARCHAR NOT NULL, token_sha256 VARCHAR NOT NULL, tenant_id VARCHAR NOT NULL, account_id VARCHAR NOT NULL, user_id VARCHAR NOT NULL, permissions VARCHAR NOT NULL, scopes VARCHAR NOT NULL, builtin BOOLEAN NOT NULL, revoked BOOLEAN NOT NULL, PRIMARY KEY (id), UNIQUE (token_sha256));
 CREATE INDEX ix_credentials_tenant_id ON credentials (tenant_id);

@@ -1,5 +1,5 @@
 """The queries of review console sessions and one-time login links (``console_sessions``,
-``console_links``). Only SHA-256 digests of session ids and link tokens are stored."""
+``console_links``). Only SHA-256 digests of session ids, link tokens and admin tokens are stored."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import sqlite3
 from dataclasses import dataclass
 
 __all__ = [
+    "LinkRow",
     "SessionRow",
     "delete_expired",
     "delete_session",
@@ -15,29 +16,40 @@ __all__ = [
     "insert_session",
     "session",
     "take_link",
+    "tenant_admin_sha256",
     "touch_session",
 ]
 
 
 @dataclass(frozen=True, slots=True)
 class SessionRow:
+    """A session, the admin token that started it (``admin_sha256``) and, for a tenant admin's, the
+    tenant's admin token now (``tenant_admin_sha256``: None once no tenant of that id has one)."""
+
     tenant_id: str | None
     created_us: int
     seen_us: int
+    admin_sha256: str | None
+    tenant_admin_sha256: str | None
 
 
-def insert_session(conn: sqlite3.Connection, digest: str, tenant: str | None, now_us: int) -> None:
+def insert_session(
+    conn: sqlite3.Connection, digest: str, tenant: str | None, admin_sha256: str, now_us: int
+) -> None:
     conn.execute(
-        "INSERT INTO console_sessions (id_sha256, tenant_id, created_us, seen_us) VALUES (?, ?, ?, ?)",
-        (digest, tenant, now_us, now_us),
+        "INSERT INTO console_sessions (id_sha256, tenant_id, created_us, seen_us, admin_sha256)"
+        " VALUES (?, ?, ?, ?, ?)",
+        (digest, tenant, now_us, now_us, admin_sha256),
     )
 
 
 def session(conn: sqlite3.Connection, digest: str) -> SessionRow | None:
     row = conn.execute(
-        "SELECT tenant_id, created_us, seen_us FROM console_sessions WHERE id_sha256 = ?", (digest,)
+        "SELECT s.tenant_id, s.created_us, s.seen_us, s.admin_sha256, t.admin_token_sha256"
+        " FROM console_sessions AS s LEFT JOIN tenants AS t ON t.id = s.tenant_id WHERE s.id_sha256 = ?",
+        (digest,),
     ).fetchone()
-    return None if row is None else SessionRow(row[0], int(row[1]), int(row[2]))
+    return None if row is None else SessionRow(row[0], int(row[1]), int(row[2]), row[3], row[4])
 
 
 def touch_session(conn: sqlite3.Connection, digest: str, now_us: int) -> None:
@@ -53,21 +65,34 @@ def delete_expired(conn: sqlite3.Connection, *, seen_before_us: int, now_us: int
     conn.execute("DELETE FROM console_links WHERE expires_us < ?", (now_us,))
 
 
-def insert_link(conn: sqlite3.Connection, digest: str, tenant: str | None, expires_us: int) -> None:
+def insert_link(
+    conn: sqlite3.Connection, digest: str, tenant: str | None, admin_sha256: str, expires_us: int
+) -> None:
     conn.execute(
-        "INSERT INTO console_links (token_sha256, tenant_id, expires_us) VALUES (?, ?, ?)",
-        (digest, tenant, expires_us),
+        "INSERT INTO console_links (token_sha256, tenant_id, expires_us, admin_sha256) VALUES (?, ?, ?, ?)",
+        (digest, tenant, expires_us, admin_sha256),
     )
 
 
-def take_link(conn: sqlite3.Connection, digest: str, now_us: int) -> tuple[bool, str | None]:
-    """Use a link once: ``(True, tenant)`` if it existed and had not expired; it is gone either way."""
+@dataclass(frozen=True, slots=True)
+class LinkRow:
+    tenant_id: str | None
+    expires_us: int
+    admin_sha256: str | None
+
+
+def take_link(conn: sqlite3.Connection, digest: str) -> LinkRow | None:
+    """Use a link once: its row, if it existed; it is gone either way."""
     row = conn.execute(
-        "DELETE FROM console_links WHERE token_sha256 = ? RETURNING tenant_id, expires_us", (digest,)
+        "DELETE FROM console_links WHERE token_sha256 = ? RETURNING tenant_id, expires_us, admin_sha256",
+        (digest,),
     ).fetchone()
-    if row is None or int(row[1]) < now_us:
-        return False, None
-    return True, row[0]
+    return None if row is None else LinkRow(row[0], int(row[1]), row[2])
+
+
+def tenant_admin_sha256(conn: sqlite3.Connection, tenant: str) -> str | None:
+    row = conn.execute("SELECT admin_token_sha256 FROM tenants WHERE id = ?", (tenant,)).fetchone()
+    return None if row is None else row[0]
 
 
 def delete_tenant(conn: sqlite3.Connection, tenant: str) -> None:

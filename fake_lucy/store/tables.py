@@ -363,22 +363,27 @@ class EventHorizon(SQLModel, table=True):
 
 class ConsoleSession(SQLModel, table=True):
     """A review console session (SPEC 3.10): the cookie's id only as its SHA-256. Wall-clock
-    microseconds, not the server clock: advancing the fake's clock logs nobody out. Reset keeps it."""
+    microseconds, not the server clock: advancing the fake's clock logs nobody out. Reset keeps it.
+    ``admin_sha256``: the admin token that logged in; the session lasts only while that token is the
+    server's (or its tenant's) admin token."""
 
     __tablename__ = "console_sessions"
     id_sha256: str = Field(primary_key=True)
     tenant_id: str | None = None
     created_us: int
     seen_us: int
+    admin_sha256: str | None = None
 
 
 class ConsoleLink(SQLModel, table=True):
-    """A one-time console login link (``fake-lucy serve`` prints it): deleted when used."""
+    """A one-time console login link (``fake-lucy serve`` prints it): deleted when used; it works
+    only while the admin token in force when it was made (``admin_sha256``) still is."""
 
     __tablename__ = "console_links"
     token_sha256: str = Field(primary_key=True)
     tenant_id: str | None = None
     expires_us: int
+    admin_sha256: str | None = None
 
 
 metadata = SQLModel.metadata

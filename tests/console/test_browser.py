@@ -89,7 +89,7 @@ def server_database(server: LiveServer) -> Iterator[sqlite3.Connection]:
 def login_link(server: LiveServer) -> str:
     # what ``fake-lucy serve`` does before printing the link
     with server_database(server) as conn:
-        token = sessions.create_link(conn)
+        token = sessions.create_link(conn, server.admin_token)
     return f"{server.base_url}{CONSOLE}/login/{token}"
 
 
@@ -163,7 +163,7 @@ def page(context: BrowserContext, blank: Page, live: LiveServer) -> Page:
     the cookie the console sets (the login test checks that cookie against the real one); the tests
     of logging in and out go through the login form instead (``form_login``)."""
     with server_database(live) as conn:
-        session_id = sessions.start(conn, None)
+        session_id = sessions.start(conn, None, live.admin_token)
     context.add_cookies([session_cookie(live, session_id)])
     blank.goto(CONSOLE + "/")
     expect(blank.get_by_role("heading", name="Review queue")).to_be_visible()

@@ -4,6 +4,7 @@ action through the same domain calls as the control API, stored text always show
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import re
 import sqlite3
 from collections.abc import AsyncIterator
@@ -95,7 +96,7 @@ async def test_a_session_is_stored_only_as_a_digest_in_the_database(
     session_id = browser.cookies["fake_lucy_console"]
     stored = fake.fake.db.conn.execute("SELECT id_sha256 FROM console_sessions").fetchall()
     assert session_id not in {row[0] for row in stored}
-    assert sessions.resume(fake.fake.db.conn, session_id) is not None
+    assert sessions.resume(fake.fake.db.conn, session_id, fake.fake.console_admin) is not None
 
 
 async def test_a_wrong_token_or_a_login_from_another_origin_starts_no_session(
@@ -117,8 +118,8 @@ async def test_a_one_time_link_works_once_and_not_after_ten_minutes(
     fake: InProcessFake, browser: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with fake.fake.db.write() as conn:
-        token = sessions.create_link(conn)
-        late = sessions.create_link(conn)
+        token = sessions.create_link(conn, fake.admin_token)
+        late = sessions.create_link(conn, fake.admin_token)
     first = await browser.get(f"{CONSOLE}/login/{token}")
     assert first.status_code == 200
     assert 'http-equiv="refresh"' in first.text
@@ -469,6 +470,101 @@ async def test_a_tenant_admins_session_ends_with_its_tenant_when_the_whole_state
     assert page.headers["location"] == CONSOLE + "/login"
     assert (await act(browser, f"/proposals/{theirs}/approve", old_csrf)).status_code in (303, 403)
     assert (await admin.proposals(tenant="tenant-review"))["items"][0]["status"] == "pending"
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "0.0.0.0"])  # noqa: S104 - a setting, nothing binds
+async def test_sessions_and_login_links_end_when_the_fake_starts_again_with_another_admin_token(
+    tmp_path, host: str
+) -> None:
+    """Console sessions and links live in the database; the server admin token is the process's.
+    A fake started again on the file with another admin token logs out whoever logged in with the
+    old one and refuses the old links, or the old token's holder would keep full rights through
+    the console after losing them on the control API."""
+    database = tmp_path / "fake-lucy.sqlite3"
+    first_token, second_token = "first-admin-token-7c1d9e", "second-admin-token-2b8f4a"
+    first = InProcessFake(database, admin_token=first_token)
+    first.admin_token = first_token
+    try:
+        async with first.client(None) as old:
+            assert (await log_in(old, first_token)).status_code == 303
+            cookie = old.cookies["fake_lucy_console"]
+            with first.fake.db.write() as conn:
+                link = sessions.create_link(conn, first_token)
+                kept_link = sessions.create_link(conn, first_token)
+            assert (await old.get(CONSOLE + "/")).status_code == 200
+    finally:
+        await first.aclose()
+    same = InProcessFake(database, admin_token=first_token, host=host)
+    try:
+        async with same.client(None, cookies={"fake_lucy_console": cookie}) as old:
+            # the same token: the session lasts (off loopback too: a token of one's own is accepted)
+            assert (await old.get(CONSOLE + "/")).status_code == 200
+    finally:
+        await same.aclose()
+    second = InProcessFake(database, admin_token=second_token)
+    second.admin_token = second_token
+    try:
+        async with second.client(None, cookies={"fake_lucy_console": cookie}) as old:
+            page = await old.get(CONSOLE + "/")
+            assert page.status_code == 303
+            assert page.headers["location"] == CONSOLE + "/login"
+            assert (await old.get(f"{CONSOLE}/login/{link}")).status_code == 403
+            assert (await log_in(old, first_token)).status_code == 401
+        async with second.client(None) as new:
+            assert (await log_in(new, second_token)).status_code == 303
+            assert (await new.get(CONSOLE + "/")).status_code == 200
+        assert tuple(second.fake.db.conn.execute("SELECT count(*) FROM console_sessions").fetchone()) == (1,)
+    finally:
+        await second.aclose()
+    # the first token again: its remaining link works, its ended session stays ended
+    third = InProcessFake(database, admin_token=first_token)
+    try:
+        async with third.client(None) as again:
+            assert (await again.get(f"{CONSOLE}/login/{kept_link}")).status_code == 200
+            assert (await again.get(CONSOLE + "/")).status_code == 200
+        async with third.client(None, cookies={"fake_lucy_console": cookie}) as old:
+            assert (await old.get(CONSOLE + "/")).status_code == 303
+    finally:
+        await third.aclose()
+
+
+async def test_the_built_in_admin_tokens_session_ends_when_the_fake_leaves_loopback(tmp_path) -> None:
+    """The built-in admin token is refused off loopback (401 on the control API and the login
+    form): a console session it started on loopback is refused there too."""
+    database = tmp_path / "fake-lucy.sqlite3"
+    loopback = InProcessFake(database)
+    try:
+        async with loopback.client(None) as browser:
+            assert (await log_in(browser)).status_code == 303
+            cookie = browser.cookies["fake_lucy_console"]
+    finally:
+        await loopback.aclose()
+    public = InProcessFake(database, host="0.0.0.0")  # noqa: S104 - a setting, nothing binds
+    try:
+        async with public.client(None, cookies={"fake_lucy_console": cookie}) as browser:
+            page = await browser.get(CONSOLE + "/")
+            assert page.status_code == 303
+            assert page.headers["location"] == CONSOLE + "/login"
+    finally:
+        await public.aclose()
+
+
+async def test_a_tenant_admins_session_lasts_only_while_its_token_is_the_tenants_admin_token(
+    fake: InProcessFake, browser: httpx.AsyncClient, admin: FakeAdmin
+) -> None:
+    """A tenant whose admin token changed under the same id (a tenant snapshot brought back by
+    another admin, written into the file) no longer lets the old token's session in."""
+    made = await admin.create_tenant("tenant-review")
+    assert (await log_in(browser, made["admin_token"])).status_code == 303
+    assert (await browser.get(CONSOLE + "/")).status_code == 200
+    with fake.fake.db.write() as conn:
+        conn.execute(
+            "UPDATE tenants SET admin_token_sha256 = ? WHERE id = 'tenant-review'",
+            (hashlib.sha256(b"another-admins-token").hexdigest(),),
+        )
+    page = await browser.get(CONSOLE + "/")
+    assert page.status_code == 303
+    assert page.headers["location"] == CONSOLE + "/login"
 
 
 async def test_the_queue_shows_a_replaced_version_of_the_proposals_own_tenant_only(

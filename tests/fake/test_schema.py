@@ -70,6 +70,7 @@ def test_a_new_file_has_exactly_the_tables_and_indexes_sqlalchemy_creates_from_t
 SCHEMA_DIGESTS = {
     1: "8d10efde53a7c7ec999f705a893ad5c1b61f5a68984b2429ad59bf4f16f87f79",
     2: "a66f0cdd07692671408eb162d66ed472ec5e783882082af049b4d4433ae17c92",  # tenants.incarnation
+    3: "cfef73692c845a4642cb935cbd18ba6965edc62c032a31720e1725cd07175728",  # console admin_sha256
 }
 
 
