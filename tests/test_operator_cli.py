@@ -251,6 +251,12 @@ def test_a_value_the_fake_refuses_is_named_by_its_option_or_argument(
             "--reason",
             "x" * 5000,
         ): "prop_AAAAAAAAAAAAAAAAAAAAAA: --reason: must be at most",
+        (
+            "reject",
+            "prop_" + "A" * 22,
+            "--reason",
+            "the key is AKIAIOSFODNN7EXAMPLE",
+        ): "prop_AAAAAAAAAAAAAAAAAAAAAA: --reason: holds secret-looking text (aws_access_key_id)",
         ("approve", "prop_x"): "prop_x: ID: must match the pattern ",
         ("proposals", "--tenant", "bad!"): "--tenant: must match the pattern ",
         ("memories", "--tenant", "a tenant"): "--tenant: must match the pattern ",

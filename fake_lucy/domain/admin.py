@@ -16,13 +16,14 @@ from functools import partial
 from typing import Literal, TypeVar
 
 from fake_lucy.domain import billing, clock, lifecycle, principals
-from fake_lucy.domain.errors import DomainError
+from fake_lucy.domain.errors import DomainError, invalid_field
 from fake_lucy.domain.ids import IdFactory
 from fake_lucy.domain.principals import NewCredential
 from fake_lucy.domain.tenants import SERVER, AdminScope
 from fake_lucy.store import queries
 from fake_lucy.store.queries import JournalFilter, MemoryFilter, Page, ProposalFilter
 from fake_lucy.store.records import JournalRow, LedgerRecord, MemoryRecord, ProposalRecord, TenantSummary
+from lucy_memory._contract import SecretScanner
 
 __all__ = [
     "Decision",
@@ -125,7 +126,17 @@ def decide(
     reason_detail: str | None = None,
     scope: AdminScope = SERVER,
 ) -> ProposalRecord:
-    """A reviewer's decision on a pending proposal (a final one is ``invalid_transition``)."""
+    """A reviewer's decision on a pending proposal (a final one is ``invalid_transition``). A
+    rejection's reason that looks like a secret is refused (422 at ``/reason_detail``, without
+    echo): the reason is stored, and shown to the proposal's agent by proposal status (SPEC 1.5)."""
+    if decision == "reject" and reason_detail is not None:
+        found_secret = _SCANNER.find(reason_detail)
+        if found_secret is not None:
+            raise invalid_field(
+                "/reason_detail",
+                f"holds secret-looking text ({found_secret}); a reason is stored and shown to the"
+                " agent by proposal status, so it never holds a secret",
+            )
     found = queries.proposal(conn, proposal_id)
     if found is None or not scope.sees(found.tenant_id):
         raise DomainError("not_found", "no proposal has this id")
@@ -137,6 +148,9 @@ def decide(
     if decision == "reject":
         return lifecycle.reject(conn, record, now=now, reason_detail=reason_detail)
     return lifecycle.expire(conn, record, now=now)
+
+
+_SCANNER = SecretScanner()
 
 
 def memories(

@@ -384,7 +384,7 @@ def _secrets(tenant: dict[str, Any], base: str) -> list[dict[str, str]]:
             for field in ("content", "topic", "source"):
                 problems += _secret_found(f"{base}/memories/{m}/versions/{v}/{field}", version[field])
     for i, proposal in enumerate(tenant["proposals"]):
-        for field in ("content", "justification", "topic", "source"):
+        for field in ("content", "justification", "topic", "source", "reason_detail"):
             problems += _secret_found(f"{base}/proposals/{i}/{field}", proposal[field])
     for i, record in enumerate(tenant["idempotency_records"]):
         answer = None if record["body"] is None else _propose_answer(record["body"])

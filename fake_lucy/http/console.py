@@ -311,11 +311,17 @@ class Console:
             text = error.detail
             wrong = (error.details or {}).get("errors") or []
             if wrong:  # which field, and what is wrong with it
-                text += ": " + "; ".join(
-                    f"{item['pointer'].lstrip('/') or 'the form'} {item['detail']}" for item in wrong[:5]
-                )
+                text += ": " + "; ".join(f"{_field(item['pointer'])} {item['detail']}" for item in wrong[:5])
             return self.message(error.code.replace("_", " ").capitalize(), text, status=status)
         return RedirectResponse(target or self._next(form), status_code=303, headers=SECURITY_HEADERS)
+
+
+# A refused field as the console's forms name it (else its pointer without the slash).
+_FIELDS = {"/reason_detail": "the reason"}
+
+
+def _field(pointer: str) -> str:
+    return _FIELDS.get(pointer, pointer.lstrip("/") or "the form")
 
 
 # -- the page builders: one domain call each ----------------------------------------------------

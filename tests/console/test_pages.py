@@ -740,6 +740,19 @@ async def test_a_reason_too_long_is_named_as_the_reason_in_bytes_and_the_proposa
     assert listed["id"] == proposal
 
 
+async def test_a_reason_that_looks_like_a_secret_is_refused_as_the_reason_and_the_proposal_stays_pending(
+    browser: httpx.AsyncClient, api: httpx.AsyncClient, admin: FakeAdmin, logged_in: str
+) -> None:
+    proposal = (await propose(api, proposal_body("Keep it short."))).json()["proposal"]["id"]
+    reason = "key AKIAIOSFODNN7EXAMPLE"
+    refused = await act(browser, f"/proposals/{proposal}/reject", logged_in, reason=reason)
+    said = refused.text.split("<h1>", 1)[1]
+    assert "the reason holds secret-looking text (aws_access_key_id)" in said
+    assert "reason_detail" not in said
+    [listed] = (await admin.proposals(status="pending"))["items"]
+    assert listed["id"] == proposal
+
+
 async def test_a_decision_on_a_decided_proposal_says_which_state_it_is_in(
     browser: httpx.AsyncClient, api: httpx.AsyncClient, admin: FakeAdmin, logged_in: str
 ) -> None:

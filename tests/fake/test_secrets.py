@@ -217,6 +217,33 @@ async def test_tokens_the_fake_issued_to_others_are_secrets_in_content_keys_and_
         assert token.encode() not in _database_bytes(fake)
 
 
+async def test_a_reviewers_reason_that_looks_like_a_secret_is_refused_and_the_proposal_stays_pending(
+    fake, api, admin
+) -> None:
+    """A rejection's reason is stored and shown to the proposal's agent by proposal status: one
+    holding a token the fake issued or a key pattern is 422 at /reason_detail, without echo."""
+    tenant_admin = (await admin.create_tenant("tenant-reasons"))["admin_token"]
+    proposal = (await propose(api, proposal_body("Cache with Redis."))).json()["proposal"]["id"]
+    reasons = ((f"ask {tenant_admin}", "lucy_token"), (f"the key is {AWS}", "aws_access_key_id"))
+    for reason, pattern in reasons:
+        with pytest.raises(AdminError) as refused:
+            await admin.call("POST", f"/proposals/{proposal}/reject", {"reason_detail": reason})
+        assert refused.value.status == 422
+        assert refused.value.problem["details"]["errors"] == [
+            {
+                "pointer": "/reason_detail",
+                "detail": f"holds secret-looking text ({pattern}); a reason is stored and shown to the"
+                " agent by proposal status, so it never holds a secret",
+            }
+        ]
+        assert reason.split()[-1] not in json.dumps(refused.value.problem)
+    pending = (await status(api, proposal)).json()["proposal"]
+    assert (pending["status"], pending["reason_detail"]) == ("pending", None)
+    rejected = await admin.call("POST", f"/proposals/{proposal}/reject", {"reason_detail": "a duplicate"})
+    assert rejected["proposal"]["reason_detail"] == "a duplicate"
+    assert tenant_admin.encode() not in _database_bytes(fake)
+
+
 async def test_an_ordinary_client_name_and_key_are_still_accepted(api) -> None:
     response = await propose(api, key="retry-0001", headers={"Lucy-Client-Name": "ci%20bot%20%E2%9C%93"})
     assert response.status_code == 201, response.text
@@ -242,6 +269,7 @@ def _first_memory_and_proposal(document: dict) -> tuple[str, dict, dict]:
         ("proposal", "content"),
         ("proposal", "justification"),
         ("proposal", "source"),
+        ("proposal", "reason_detail"),
     ],
 )
 async def test_a_snapshot_holding_a_secret_is_refused_and_changes_nothing(
