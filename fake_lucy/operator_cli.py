@@ -12,6 +12,7 @@ configuration error. The admin token comes from ``--admin-token-file`` or
 from __future__ import annotations
 
 import argparse
+import codecs
 import contextlib
 import json
 import math
@@ -598,8 +599,25 @@ def _line(cells: Iterable[str], widths: Sequence[int]) -> str:
     return "  ".join(cell.ljust(width) for cell, width in zip(cells, widths, strict=True)).rstrip()
 
 
+def _json_text(out: TextIO, value: Any, indent: int | None = None) -> str:
+    """JSON for ``out``: as UTF-8 text where its encoding is UTF-8, else ASCII with ``\\u`` escapes
+    (an encoding that lacks a character would otherwise escape it as Python does, ``\\U0001f389``,
+    which no JSON reader takes, and a legacy code page is no JSON encoding anyway)."""
+    return json.dumps(value, ensure_ascii=not _utf8(out), indent=indent)
+
+
+def _utf8(out: TextIO) -> bool:
+    encoding = getattr(out, "encoding", None)
+    if not isinstance(encoding, str):  # an in-memory stream: text, no bytes
+        return True
+    try:
+        return codecs.lookup(encoding).name == "utf-8"
+    except LookupError:
+        return False
+
+
 def _json(out: TextIO, value: Any) -> None:
-    print(json.dumps(value, ensure_ascii=False, indent=2), file=out)
+    print(_json_text(out, value, indent=2), file=out)
 
 
 def _listing(
@@ -756,7 +774,7 @@ def _print_requests(
         _json(out, items)
     elif args.json:  # a stream has no end to close a list at: one object per line (JSON Lines)
         for item in items:
-            print(json.dumps(item, ensure_ascii=False), file=out, flush=True)
+            print(_json_text(out, item), file=out, flush=True)
     elif stream is None:
         _table(out, rows)
         if not items:
@@ -771,7 +789,7 @@ def _print_requests(
             continue
         item = event["data"]
         if args.json:
-            print(json.dumps(item, ensure_ascii=False), file=out, flush=True)
+            print(_json_text(out, item), file=out, flush=True)
         else:
             line(_request_row(item).values())
     raise StreamEnded(

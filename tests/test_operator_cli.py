@@ -1113,16 +1113,28 @@ async def test_the_server_log_has_a_line_for_a_v1_path_no_operation_has(tmp_path
     assert DEV_TOKEN not in written.getvalue()
 
 
-def test_output_an_encoding_cannot_hold_is_escaped_not_a_traceback(live: LiveServer, url: str) -> None:
+@pytest.mark.parametrize("encoding", ["ascii", "latin-1"])
+def test_output_an_encoding_cannot_hold_is_escaped_not_a_traceback_and_json_stays_json(
+    live: LiveServer, url: str, encoding: str
+) -> None:
     """A terminal or pipe whose encoding lacks a character the table holds (PYTHONIOENCODING=ascii,
-    a Windows code page): the character is escaped."""
-    propose(live, "Café ⟨menu⟩ on Fridays.")
-    finished = subprocess.run(  # noqa: S603 - our own console script
-        [str(Path(sys.executable).with_name("fake-lucy")), "proposals"],
-        env={**os.environ, "PYTHONIOENCODING": "ascii"},
-        capture_output=True,
-        timeout=60,
-        check=False,
+    a Windows code page): the character is escaped. ``--json`` is then ASCII JSON (``\\u`` escapes,
+    a surrogate pair beyond the BMP), which any reader decodes, never Python's ``\\U0001f389``."""
+    content = "Café ⟨menu⟩ on Fridays 🎉."
+    propose(live, content)
+    fake_lucy_command = str(Path(sys.executable).with_name("fake-lucy"))
+    table, listed = (
+        subprocess.run(  # noqa: S603 - our own console script
+            [fake_lucy_command, "proposals", *json_option],
+            env={**os.environ, "PYTHONIOENCODING": encoding},
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+        for json_option in ([], ["--json"])
     )
-    assert (finished.returncode, finished.stderr) == (0, b"")
-    assert b"Caf\\xe9 \\u27e8menu\\u27e9" in finished.stdout
+    for finished in (table, listed):
+        assert (finished.returncode, finished.stderr) == (0, b"")
+    assert "Café ⟨menu⟩".encode(encoding, "backslashreplace") in table.stdout
+    assert listed.stdout.isascii()
+    assert [item["content"] for item in json.loads(listed.stdout)] == [content]
