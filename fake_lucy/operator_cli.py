@@ -307,11 +307,15 @@ def add_commands(commands: Any) -> None:
     snapshots = commands.add_parser("snapshot", parents=[common], help="export or import the whole state")
     snapshot_actions = snapshots.add_subparsers(dest="action", required=True)
     export = snapshot_actions.add_parser(
-        "export", parents=[again], help="write the state to FILE (atomically: FILE is whole or untouched)"
+        "export",
+        parents=[again],
+        help="write the state to FILE (atomically: FILE is whole or untouched; - is standard output)",
     )
     export.add_argument("file", metavar="FILE")  # a path, once it is known to name a file (_snapshot)
     export.add_argument("--include-journal", action="store_true", help="with the request journal")
-    load = snapshot_actions.add_parser("import", parents=[again], help="replace the state with FILE's")
+    load = snapshot_actions.add_parser(
+        "import", parents=[again], help="replace the state with FILE's (- is standard input)"
+    )
     load.add_argument("file", type=Path, metavar="FILE")
 
 
@@ -969,11 +973,27 @@ def _tenants(api: _Api, args: argparse.Namespace, out: TextIO) -> None:
     print("the tokens are shown only now (the fake keeps their hashes)", file=out)
 
 
+STANDARD_STREAM = "-"  # snapshot export's standard output, import's standard input
+
+
+def _write_bytes(out: TextIO, data: bytes) -> None:
+    """``data`` as it is to ``out`` (through its binary buffer when it has one)."""
+    out.flush()
+    buffer = getattr(out, "buffer", None)
+    if buffer is None:  # an in-memory text stream
+        out.write(data.decode("utf-8"))
+    else:
+        buffer.write(data)
+        buffer.flush()
+
+
 def _snapshot(api: _Api, args: argparse.Namespace, out: TextIO) -> None:
     if args.action == "export":
+        standard = args.file == STANDARD_STREAM
         try:  # before the fake is asked: a folder or a file in the way, no permission, /proc
-            path = file_to_write(args.file)
-            check_writable(path)
+            path = file_to_write("/dev/stdout" if standard else args.file)
+            if not standard:
+                check_writable(path)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         include = "true" if args.include_journal else "false"
@@ -983,9 +1003,14 @@ def _snapshot(api: _Api, args: argparse.Namespace, out: TextIO) -> None:
         except InvalidJSONError:
             raise ApiError(f"the answer from {api.url} is not a snapshot (not a JSON object)") from None
         data = response.content.rstrip(b"\n") + b"\n"  # the bytes as sent
-        stream = is_stream(path)  # /dev/stdout, a pipe: the report goes to stderr, not into it
+        stream = standard or is_stream(path)  # /dev/stdout, a pipe: the report goes to stderr, not into it
         try:
-            write_atomically(path, data)
+            if standard:
+                _write_bytes(out, data)
+            else:
+                write_atomically(path, data)
+        except BrokenPipeError:  # a pipe's reader went away (``| head``): quietly, as any command
+            raise
         except (OSError, ValueError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             raise UsageError(f"cannot write {path} ({reason})") from None
@@ -993,26 +1018,28 @@ def _snapshot(api: _Api, args: argparse.Namespace, out: TextIO) -> None:
         _say(
             sys.stderr if stream else out,
             args,
-            {"file": str(path), "bytes": size},
-            f"{path} written ({size} bytes, {tenants} tenant(s))",
+            {"file": args.file if standard else str(path), "bytes": size},
+            f"{'standard output' if standard else path} written ({size} bytes, {tenants} tenant(s))",
         )
         return
     path = Path(args.file)
+    standard = args.file == Path(STANDARD_STREAM)
+    shown = "standard input" if standard else str(path)
     try:
-        data = path.read_bytes()
+        data = sys.stdin.buffer.read() if standard else path.read_bytes()
     except OSError as exc:
-        raise UsageError(f"cannot read {path} ({exc.strerror or exc})") from None
+        raise UsageError(f"cannot read {shown} ({exc.strerror or exc})") from None
     try:
         document = parse_json_object(data)
     except InvalidJSONError as exc:
-        raise UsageError(f"{path} is not a JSON object ({exc})") from None
+        raise UsageError(f"{shown} is not a JSON object ({exc})") from None
     inner = snapshot_in(document)
     if inner is not document:  # a failure dump: the snapshot in it
         data = json.dumps(inner, ensure_ascii=False).encode("utf-8")
     answer = _answer(
         api.send("PUT", "/snapshot", content=data, headers={"Content-Type": "application/json"}), api.url
     )
-    _say(out, args, answer, f"{path} imported")
+    _say(out, args, answer, f"{shown} imported")
 
 
 _HANDLERS: dict[str, Callable[[_Api, argparse.Namespace, TextIO], None]] = {

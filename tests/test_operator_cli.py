@@ -779,6 +779,34 @@ def test_snapshot_export_then_import_restores_the_state(
     assert control(live, "GET", "/memories")["items"] == []
 
 
+def test_snapshot_export_and_import_take_a_dash_for_the_standard_streams(
+    live: LiveServer,
+    url: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """``-`` is standard output for export (the report on stderr) and standard input for import,
+    as most tools read it, never a file named ``-``."""
+    monkeypatch.chdir(tmp_path)
+    kept = propose(live, "Kept in the snapshot.")
+    code, out, err = fake_lucy(capsys, "snapshot", "export", "-")
+    assert code == 0
+    assert err.startswith("standard output written (")
+    assert [p["id"] for t in json.loads(out)["tenants"] for p in t["proposals"]] == [kept["id"]]
+    assert list(tmp_path.iterdir()) == []
+    later = propose(live, "Not in the snapshot.")
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(out.encode("utf-8"))))
+    code, imported, err = fake_lucy(capsys, "snapshot", "import", "-")
+    assert (code, imported, err) == (0, "standard input imported\n", "")
+    assert [p["id"] for p in control(live, "GET", "/proposals")["items"]] == [kept["id"]]
+    assert later["id"] != kept["id"]
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"not json")))
+    code, _, err = fake_lucy(capsys, "snapshot", "import", "-")
+    assert code == 2
+    assert err.startswith("fake-lucy: standard input is not a JSON object (")
+
+
 @pytest.mark.parametrize("variable", ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy"])
 def test_a_proxy_in_the_environment_never_sees_a_loopback_fakes_admin_token(
     live: LiveServer, url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, variable
@@ -984,18 +1012,23 @@ def test_ctrl_c_during_a_command_is_no_success(
     assert err == "fake-lucy: interrupted (what was already sent may have been done)\n"
 
 
-def test_a_reader_that_goes_away_ends_the_command_quietly(live: LiveServer, url: str) -> None:
+@pytest.mark.parametrize(
+    "command", [["proposals"], ["snapshot", "export", "/dev/stdout"], ["snapshot", "export", "-"]]
+)
+def test_a_reader_that_goes_away_ends_the_command_quietly(
+    live: LiveServer, url: str, command: list[str]
+) -> None:
     for n in range(3):
         propose(live, f"Plan number {n}.")
     with subprocess.Popen(  # noqa: S603 - our own console script
-        [str(Path(sys.executable).with_name("fake-lucy")), "proposals"],
+        [str(Path(sys.executable).with_name("fake-lucy")), *command],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-    ) as command:
-        assert command.stdout is not None
-        command.stdout.close()  # as `| head -0` does
-        _, err = command.communicate(timeout=60)
-    assert command.returncode == 141
+    ) as running:
+        assert running.stdout is not None
+        running.stdout.close()  # as `| head -0` does
+        _, err = running.communicate(timeout=60)
+    assert running.returncode == 141
     assert err == b""
 
 
