@@ -193,14 +193,15 @@ def _fake_lucy_session(
 def fake_lucy(request: pytest.FixtureRequest, _fake_lucy_session: InProcessFake) -> InProcessFake:
     """The in-process fake, reset to its seeded state for this test."""
     _fake_lucy_session.reset()
-    _reset_for_test(request, _fake_lucy_session)
+    _reset_for_test(request, "fake_lucy", _fake_lucy_session)
     return _fake_lucy_session
 
 
-def _reset_for_test(request: pytest.FixtureRequest, fake: object) -> None:
+def _reset_for_test(request: pytest.FixtureRequest, name: str, fake: object) -> None:
     """What the fake holds from now on is the test's (its fixtures' requests included): strict mode
-    judges it and a dump shows it (``testing.strict``)."""
-    request.node.stash.setdefault(strict.RESET_FOR_TEST, set()).add(id(fake))
+    judges it and a dump shows it (``testing.strict``), also when the test reaches it through
+    another fixture's ``request.getfixturevalue`` (then it is none of the test's own arguments)."""
+    request.node.stash.setdefault(strict.RESET_FOR_TEST, {})[id(fake)] = (name, fake)
 
 
 @pytest.fixture(scope="session")
@@ -234,7 +235,7 @@ def fake_lucy_server(
     except SharedFakeError as exc:  # the session's tenant is gone: one line, not the plugin's frames
         problem = str(exc)
     else:
-        _reset_for_test(request, _fake_lucy_server_session)
+        _reset_for_test(request, "fake_lucy_server", _fake_lucy_server_session)
         return _fake_lucy_server_session
     pytest.fail(f"--lucy-url: {problem}", pytrace=False)  # outside the except: no chained error
 

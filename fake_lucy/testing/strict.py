@@ -36,8 +36,9 @@ __all__ = ["dump_file_name", "format_findings"]
 _BASELINES = pytest.StashKey[list[tuple["Control", "Baseline"]]]()
 _DUMPED = pytest.StashKey[bool]()
 _NOTES = pytest.StashKey[list[str]]()  # what a teardown's dump could not write, for its report
-# the fakes (``id`` of the fixture value) that the plugin's fixtures reset for this test
-RESET_FOR_TEST = pytest.StashKey[set[int]]()
+# the fakes that the plugin's fixtures reset for this test: ``id`` of the fixture value → its
+# fixture's name and the value
+RESET_FOR_TEST = pytest.StashKey[dict[int, tuple[str, Any]]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -122,9 +123,14 @@ def _allowed(item: pytest.Item) -> set[str]:
 
 
 def _fixture_values(item: pytest.Item) -> Iterator[tuple[str, Any]]:
-    """Each fixture of the test: its name and its value."""
+    """Each fixture of the test: its name and its value; then the plugin's fakes reset for it that
+    are none of them (reached through ``request.getfixturevalue``, in a fixture or the test)."""
     funcargs: dict[str, Any] = getattr(item, "funcargs", {})
     yield from funcargs.items()
+    given = {id(value) for value in funcargs.values()}
+    for identity, (name, value) in item.stash.get(RESET_FOR_TEST, {}).items():
+        if identity not in given:
+            yield name, value
 
 
 def _may_be_a_fake(value: Any) -> bool:
@@ -146,7 +152,7 @@ def _controls(item: pytest.Item) -> list[Control]:
 
     controls: list[Control] = []
     seen: set[object] = set()
-    reset = item.stash.get(RESET_FOR_TEST, set())
+    reset = item.stash.get(RESET_FOR_TEST, {})
     for name, value in candidates:
         found = _control.for_fixture_value(value)
         if found is not None and found.identity not in seen:
@@ -182,7 +188,12 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
         _restore_snapshot(item, marker, controls)
     item.stash[_BASELINES] = [(control, control.baseline()) for control in controls]
     allowed = _allowed(item) if allows else set()
-    result = yield
+    reset_before = len(item.stash.get(RESET_FOR_TEST, {}))
+    try:
+        result = yield
+    finally:  # failed or not: a dump shows them too
+        if len(item.stash.get(RESET_FOR_TEST, {})) != reset_before:
+            _add_reset_during_the_test(item)
     if _strict(item):
         found = [
             finding
@@ -193,6 +204,16 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
         if found:
             pytest.fail(format_findings(found), pytrace=False)
     return result
+
+
+def _add_reset_during_the_test(item: pytest.Item) -> None:
+    """The fakes the test body reached through ``request.getfixturevalue``: reset for it then, so
+    all they hold is the test's (an empty baseline)."""
+    baselines = item.stash[_BASELINES]
+    known = {control.identity for control, _ in baselines}
+    for control in _controls(item):
+        if control.identity not in known and control.fresh:
+            baselines.append((control, control.baseline()))
 
 
 def _restore_snapshot(item: pytest.Item, marker: pytest.Mark, controls: list[Control]) -> None:

@@ -212,6 +212,53 @@ def test_dump_on_failure_writes_one_readable_file_per_failed_test_only(user_suit
     assert "lucy-dev-token" not in json.dumps(document)
 
 
+def test_a_fake_reached_through_getfixturevalue_is_judged_and_dumped_as_a_fixture_of_the_test(
+    pytester: pytest.Pytester, tmp_path
+) -> None:
+    """Parametrizing over clients goes through ``request.getfixturevalue``, in a fixture or in the
+    test: the fake it resets is none of the test's own arguments, and is still the test's."""
+    pytester.makepyfile(
+        test_dynamic=HEADER
+        + """
+@pytest.fixture(params=["fake_lucy", "fake_lucy_server"])
+def any_fake(request):
+    return {"fake": request.getfixturevalue(request.param)}  # not a fake itself: a holder of one
+
+@pytest.mark.lucy_strict
+async def test_through_a_parametrized_fixture(any_fake):
+    await recall_twice_after_a_503(any_fake["fake"])
+
+@pytest.mark.lucy_strict
+async def test_through_the_request_in_the_body(request):
+    await recall_twice_after_a_503(request.getfixturevalue("fake_lucy"))
+
+async def test_fails_through_the_request_in_the_body(request):
+    fake = request.getfixturevalue("fake_lucy")
+    async with fake.client() as http:
+        await http.post("/api/agent-memory/v1/recall", json={"query": "x"})
+    assert False, "the test's own assertion"
+
+@pytest.mark.lucy_strict
+async def test_behaves_through_the_request(request):
+    fake = request.getfixturevalue("fake_lucy_server")
+    async with fake.client() as http:
+        assert (await http.post("/api/agent-memory/v1/recall", json={"query": "x"})).status_code == 200
+"""
+    )
+    dumps = tmp_path / "dumps"
+    result = pytester.runpytest("-p", "no:randomly", f"--lucy-dump-on-failure={dumps}", "-W", "error")
+    result.assert_outcomes(passed=1, failed=4)
+    result.stdout.fnmatch_lines(["*recall_retried: *"])
+    assert result.stdout.str().count("the client broke a Lucy client rule: 1 finding") == 3
+    dumped = json.loads(
+        (dumps / dump_file_name("test_dynamic.py::test_fails_through_the_request_in_the_body")).read_text()
+    )
+    assert dumped["fixture"] == "fake_lucy"
+    assert [row["operation"] for row in dumped["journal"]] == ["recall"]
+    param = dumps / dump_file_name("test_dynamic.py::test_through_a_parametrized_fixture[fake_lucy_server]")
+    assert json.loads(param.read_text())["fixture"] == "fake_lucy_server"
+
+
 def test_a_failed_teardown_is_dumped_once_and_each_fake_of_a_test_has_its_file(
     pytester: pytest.Pytester, tmp_path
 ) -> None:
