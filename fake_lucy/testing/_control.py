@@ -141,17 +141,34 @@ class HttpControl(Control):
         self.shared = tenant is not None
 
     def _call(self, method: str, path: str, **options: Any) -> Any:
-        with httpx.Client(
-            base_url=self.base_url,
-            headers={"Authorization": f"Bearer {self.admin_token}"},
-            timeout=30,
-            verify=shared_tls_context(),
-            trust_env=not loopback_url(self.base_url),  # no HTTP_PROXY to 127.0.0.1
-        ) as http:
-            response = http.request(method, "/_fake" + path, **options)
+        """The answer of a control call; what goes wrong is ``ValueError`` with one line."""
+        try:
+            with httpx.Client(
+                base_url=self.base_url,
+                headers={"Authorization": f"Bearer {self.admin_token}"},
+                timeout=30,
+                verify=shared_tls_context(),
+                trust_env=not loopback_url(self.base_url),  # no HTTP_PROXY to 127.0.0.1
+            ) as http:
+                response = http.request(method, "/_fake" + path, **options)
+        except httpx.TransportError as exc:  # the fake stopped, or the way to it
+            raise ValueError(
+                f"the fake at {self.base_url} cannot be reached ({method} /_fake{path}):"
+                f" {type(exc).__name__}: {exc}"
+            ) from None
+        if response.status_code == 401 and self.tenant is not None:
+            raise ValueError(
+                f"this session's tenant {self.tenant} is gone from the shared fake (deleted, taken by"
+                f" fake-lucy tenants prune, or a server reset): {method} /_fake{path} answered 401"
+            )
         if response.status_code >= 400:
             raise ValueError(f"the fake answered {method} /_fake{path} with {_problem(response)}")
-        return response.json()
+        try:
+            return response.json()
+        except ValueError:
+            raise ValueError(
+                f"the answer to {method} /_fake{path} at {self.base_url} is not JSON: not fake-lucy's"
+            ) from None
 
     def _pages(self, path: str) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []

@@ -97,9 +97,26 @@ class AdminError(Exception):
         self.code = problem.get("code")
 
 
+def _admin_error(response: httpx.Response) -> AdminError:
+    """The ``AdminError`` of a failed call; an answer that is no problem document (a proxy's HTML
+    502, a server that is not the fake) keeps its status and says so."""
+    try:
+        problem = response.json()
+    except ValueError:
+        problem = None
+    if not isinstance(problem, dict):
+        kind = response.headers.get("content-type") or "no content type"
+        problem = {
+            "detail": f"the answer is no problem document ({kind}): not fake-lucy's (a proxy's, or"
+            " another server's on that address)"
+        }
+    return AdminError(response.status_code, problem)
+
+
 def describe_problem(status: int, problem: dict[str, Any]) -> str:
     """One line: status, code, detail, and each of ``details.errors`` (or the other ``details``)."""
-    text = f"{status} {problem.get('code')}: {problem.get('detail')}"
+    code = problem.get("code")
+    text = f"{status}{'' if code is None else f' {code}'}: {problem.get('detail')}"
     details = problem.get("details")
     if not isinstance(details, dict) or not details:
         return text
@@ -146,7 +163,7 @@ class FakeAdmin:
             async with self._factory() as http:
                 response = await http.request(method, "/_fake" + path, json=json, params=query)
         if response.status_code >= 400:
-            raise AdminError(response.status_code, response.json())
+            raise _admin_error(response)
         return None if response.status_code == 204 else response.json()
 
     @contextlib.asynccontextmanager
@@ -172,7 +189,7 @@ class FakeAdmin:
             )
             if response.status_code >= 400:
                 await response.aread()
-                raise AdminError(response.status_code, response.json())
+                raise _admin_error(response)
             yield EventWatch(response.aiter_lines())
 
     async def wait_for(

@@ -100,14 +100,22 @@ class SharedTenant(_Shape):
         return cls(base_url, response.json())
 
     def _control(self, method: str, path: str) -> httpx.Response:
-        response = httpx.request(
-            method,
-            self.base_url + "/_fake" + path,
-            headers={"Authorization": f"Bearer {self.admin_token}"},
-            timeout=_TIMEOUT,
-            verify=shared_tls_context(),
-            trust_env=not loopback_url(self.base_url),
-        )
+        """A control call as the tenant's admin; what goes wrong (the fake stopped or cannot be
+        reached, the tenant gone, an answer that is not the fake's) is one ``SharedFakeError``."""
+        try:
+            response = httpx.request(
+                method,
+                self.base_url + "/_fake" + path,
+                headers={"Authorization": f"Bearer {self.admin_token}"},
+                timeout=_TIMEOUT,
+                verify=shared_tls_context(),
+                trust_env=not loopback_url(self.base_url),
+            )
+        except httpx.TransportError as exc:  # refused, reset, timed out: the fake stopped, or the way to it
+            raise SharedFakeError(
+                f"the shared fake at {self.base_url} cannot be reached ({method} /_fake{path}):"
+                f" {type(exc).__name__}: {exc}"
+            ) from None
         if response.status_code == 401:  # the tenant's admin token: refused only once the tenant is gone
             raise SharedFakeError(
                 f"this session's tenant {self.tenant} is gone from the shared fake (deleted, taken by"
@@ -120,7 +128,14 @@ class SharedTenant(_Shape):
 
     def reset(self) -> float:
         """This tenant back to its created state (other tenants untouched); returns the server's ms."""
-        return float(self._control("POST", "/reset").json()["took_ms"])
+        response = self._control("POST", "/reset")
+        try:
+            return float(response.json()["took_ms"])
+        except (ValueError, TypeError, KeyError):  # a proxy's page, say: not the fake's answer
+            raise SharedFakeError(
+                f"POST /_fake/reset at {self.base_url} answered {response.status_code} with what is not"
+                " fake-lucy's answer (is --lucy-url the fake's own address?)"
+            ) from None
 
     def delete(self) -> None:
         self._control("DELETE", f"/tenants/{path_segment(self.tenant)}")

@@ -20,9 +20,9 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 
@@ -186,7 +186,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
     marker = item.get_closest_marker("lucy_snapshot")
     if marker is not None:
         _restore_snapshot(item, marker, controls)
-    item.stash[_BASELINES] = [(control, control.baseline()) for control in controls]
+    item.stash[_BASELINES] = _judged(lambda: [(control, control.baseline()) for control in controls])
     allowed = _allowed(item) if allows else set()
     reset_before = len(item.stash.get(RESET_FOR_TEST, {}))
     try:
@@ -195,15 +195,30 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
         if len(item.stash.get(RESET_FOR_TEST, {})) != reset_before:
             _add_reset_during_the_test(item)
     if _strict(item):
-        found = [
-            finding
-            for control, baseline in item.stash[_BASELINES]
-            for finding in control.findings()
-            if finding["finding_id"] not in baseline.finding_ids and finding["code"] not in allowed
-        ]
+        found = _judged(
+            lambda: [
+                finding
+                for control, baseline in item.stash[_BASELINES]
+                for finding in control.findings()
+                if finding["finding_id"] not in baseline.finding_ids and finding["code"] not in allowed
+            ]
+        )
         if found:
             pytest.fail(format_findings(found), pytrace=False)
     return result
+
+
+_R = TypeVar("_R")
+
+
+def _judged(read: Callable[[], _R]) -> _R:
+    """``read()`` of the test's fakes; a fake that cannot answer (it stopped, the session's tenant
+    is gone) fails the test with that one line, not the plugin's frames."""
+    try:
+        return read()
+    except ValueError as exc:
+        problem = str(exc)
+    pytest.fail(f"fake_lucy: the test's fake could not be read: {problem}", pytrace=False)
 
 
 def _add_reset_during_the_test(item: pytest.Item) -> None:

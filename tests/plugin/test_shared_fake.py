@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from fake_lucy.testing import FakeAdmin, LiveServer, ServeProcess
+from fake_lucy.testing import AdminError, FakeAdmin, LiveServer, ServeProcess
 from fake_lucy.testing.shared import SharedFakeError, SharedTenant
 from tests.helpers import V1, proposal_body, propose, recall
 from tests.plugin.users_pytest import users_pytest
@@ -181,6 +181,50 @@ async def test_a_shared_tenant_acts_within_its_tenant_and_is_deleted_at_the_end(
     with pytest.raises(SharedFakeError, match="401 unauthenticated") as refused:
         SharedTenant.create(live.base_url, "not-the-admin-token")
     assert "FAKE_LUCY_ADMIN_TOKEN" in str(refused.value)  # what to fix
+
+
+async def test_a_shared_fake_that_stopped_or_is_not_the_fake_is_one_error_line_for_every_call(
+    live: LiveServer,
+) -> None:
+    """A shared fake gone mid-session (stopped, restarted elsewhere) or an address that answers
+    with another server's page: the session's reset and its tenant's deletion, strict mode's and
+    the dump's reads, and the admin helper each say so in one line, never httpx's traceback."""
+    from fake_lucy.testing._control import HttpControl
+
+    with SharedTenant.start(live.base_url, live.admin_token, label="unit") as shared:
+        created = {
+            "tenant": shared.tenant,
+            "admin_token": shared.admin_token,
+            "credential": {
+                "token": shared.dev_token,
+                "credential_id": shared.credential_id,
+                "account": shared.account,
+                "user": shared.user,
+            },
+        }
+    stopped = SharedTenant("http://127.0.0.1:9", created)  # nothing listens on the discard port
+    for call in (stopped.reset, stopped.delete):
+        with pytest.raises(SharedFakeError) as refused:
+            call()
+        assert str(refused.value).startswith("the shared fake at http://127.0.0.1:9 cannot be reached (")
+        assert "\n" not in str(refused.value)
+    with pytest.raises(ValueError, match=r"^the fake at http://127.0.0.1:9 cannot be reached \(GET /_fake/"):
+        HttpControl("http://127.0.0.1:9", shared.admin_token, shared.tenant).findings()
+    gone = HttpControl(live.base_url, shared.admin_token, shared.tenant)  # its tenant was deleted
+    with pytest.raises(ValueError, match=f"^this session's tenant {shared.tenant} is gone from the shared"):
+        gone.findings()
+
+    def proxy_page(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(502, html="<html>502 Bad Gateway</html>")
+
+    async with httpx.AsyncClient(transport=httpx.MockTransport(proxy_page), base_url=live.base_url) as http:
+        with pytest.raises(AdminError) as answered:
+            await FakeAdmin(http).approve("prop_" + "A" * 22)
+    assert answered.value.status == 502
+    assert str(answered.value) == (
+        "502: the answer is no problem document (text/html; charset=utf-8): not fake-lucy's (a"
+        " proxy's, or another server's on that address)"
+    )
 
 
 def test_a_wrong_admin_token_is_one_line_naming_the_variable_for_each_test_that_needs_the_fake(

@@ -637,6 +637,28 @@ def test_deletes_its_own_tenant(fake_lucy_server):
     assert result.ret == pytest.ExitCode.TESTS_FAILED
 
 
+def test_a_strict_test_whose_shared_tenant_is_gone_fails_with_one_line_saying_so(
+    pytester: pytest.Pytester, live: LiveServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_LUCY_ADMIN_TOKEN", live.admin_token)
+    pytester.makepyfile(
+        test_gone="""
+def test_deletes_its_own_tenant(fake_lucy_server):
+    fake_lucy_server.sync_admin.delete_tenant()
+"""
+    )
+    result = pytester.runpytest("--lucy-url", live.base_url, "--lucy-strict")
+    result.assert_outcomes(failed=1, errors=1)
+    result.stdout.re_match_lines(
+        [
+            r"fake_lucy: the test's fake could not be read: this session's tenant pytest-\w+-[0-9a-f]{12}"
+            r" is gone from the shared fake \(.*\): GET /_fake/findings answered 401"
+        ]
+    )
+    assert "Traceback" not in result.stdout.str()
+    assert "fake_lucy/testing" not in result.stdout.str()
+
+
 def test_an_interrupted_session_still_deletes_its_shared_tenant(
     pytester: pytest.Pytester, live: LiveServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
