@@ -23,11 +23,10 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NoReturn, TextIO, TypeVar
-from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
-from fake_lucy.addresses import is_loopback, loopback_url, path_segment
+from fake_lucy.addresses import fake_address, is_loopback, loopback_url, path_segment, shown_url
 from fake_lucy.domain import findings
 from fake_lucy.domain.clock import parse_timestamp
 from fake_lucy.domain.defaults import DEFAULT_ADMIN_TOKEN
@@ -35,7 +34,6 @@ from fake_lucy.dumps import snapshot_in
 from fake_lucy.files import check_writable, file_to_write, is_stream, quiet_stream, write_atomically
 from fake_lucy.text import one_line, pieces, visible
 from lucy_memory._contract import (
-    API_BASE_PATH,
     PROPOSAL_STATES,
     TOKEN_RULE,
     InvalidJSONError,
@@ -323,7 +321,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     """Run one operator command; returns the exit code."""
     out = out or sys.stdout
     err = err or sys.stderr
-    shown = _shown(args.url or os.environ.get("FAKE_LUCY_URL") or DEFAULT_URL)
+    shown = shown_url(args.url or os.environ.get("FAKE_LUCY_URL") or DEFAULT_URL)
     try:
         url, token = _target(args)
         # this machine: never through a proxy from the environment (HTTP_PROXY, ALL_PROXY), which
@@ -332,7 +330,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         headers = {"Authorization": f"Bearer {token}"}
         with httpx.Client(base_url=url, headers=headers, timeout=30, transport=local) as http:
             # a snapshot's refused fields are pointers into its file, not options
-            api = _Api(http, _shown(url), options_named=args.command != "snapshot")
+            api = _Api(http, shown_url(url), options_named=args.command != "snapshot")
             _HANDLERS[args.command](api, args, out)
     except UsageError as exc:
         return _fail(err, str(exc), 2)
@@ -366,30 +364,12 @@ CLOSED_PIPE = 141  # 128 + SIGPIPE, as shells report a command whose reader went
 
 
 def _target(args: argparse.Namespace) -> tuple[str, str]:
-    url = (args.url or os.environ.get("FAKE_LUCY_URL") or DEFAULT_URL).rstrip("/")
-    if url != url.strip():
-        raise UsageError(f"{_shown(url)!r} has white space around it; give the URL alone")
     try:
-        parts = urlsplit(url)
-        host = parts.hostname  # reading it checks a bracketed IPv6 address
-        _ = parts.port  # and reading this, that the port is a number from 0 to 65535
-        httpx.URL(url)
-        if host is not None:
-            host.encode("idna")  # an empty or over-long label (http://a..b) fails only when sent
-    except (ValueError, httpx.InvalidURL):  # UnicodeError (idna) is a ValueError
-        host = None
-    if host is None or parts.scheme not in ("http", "https"):
-        raise UsageError(f"{_shown(url)!r} is not an http(s) URL of a running fake")
-    for suffix, what in ((API_BASE_PATH, "v1 API"), ("/_fake", "control API")):
-        if parts.path.endswith(suffix):  # the v1 API's address (an MCP host's), the control API's
-            own = urlunsplit(parts._replace(path=parts.path.removesuffix(suffix), query="", fragment=""))
-            raise UsageError(
-                f"{_shown(url)} is the address of the fake's {what}; the operator commands need the"
-                f" fake's own: {_shown(own)}"
-            )
-    if parts.query or parts.fragment:
-        own = urlunsplit(parts._replace(query="", fragment=""))
-        raise UsageError(f"{_shown(url)} holds a query or a fragment; the fake's address is {_shown(own)}")
+        url, host = fake_address(
+            args.url or os.environ.get("FAKE_LUCY_URL") or DEFAULT_URL, "the operator commands need"
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     token_file = args.admin_token_file or os.environ.get("FAKE_LUCY_ADMIN_TOKEN_FILE")
     if token_file:
         try:
@@ -414,16 +394,6 @@ def _checked_token(token: str, where: str, *, empty: str = "is empty") -> str:
     if not valid_token(token):
         raise UsageError(f"{where} must be {TOKEN_RULE}")
     return token
-
-
-def _shown(url: str) -> str:
-    """The URL as errors name it: without a user name or password it may carry (malformed or not),
-    and with its query and fragment (which may carry a secret too) shown as ``…``."""
-    return _QUERY_OR_FRAGMENT.sub(r"\1…", _USERINFO.sub(r"\1", url, count=1), count=1)
-
-
-_USERINFO = re.compile(r"^([^/]*//)[^/?#]*@")
-_QUERY_OR_FRAGMENT = re.compile(r"([?#]).+", re.DOTALL)
 
 
 class _Api:

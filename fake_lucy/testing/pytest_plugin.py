@@ -127,6 +127,14 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(
             f"--lucy-tenant-label {label!r}: 1 to 100 of the characters A-Z a-z 0-9 . _ : -"
         )
+    url = config.getoption("lucy_url", None)
+    if url is not None:  # a mistake in it is the run's usage error, not an error of each test
+        from fake_lucy.addresses import fake_address
+
+        try:
+            config.option.lucy_url, _ = fake_address(url, "--lucy-url needs")
+        except ValueError as exc:
+            raise pytest.UsageError(f"--lucy-url: {exc}") from None
     config.stash[_CLOSING] = contextlib.ExitStack()
 
 

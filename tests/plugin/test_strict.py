@@ -616,6 +616,32 @@ def test_the_tenant_names_the_job(fake_lucy_server):
     refused.stderr.fnmatch_lines(["*--lucy-tenant-label 'job 1234': 1 to 100 of the characters*"])
 
 
+def test_a_lucy_url_that_is_no_fakes_address_is_a_usage_error_naming_the_fix(
+    pytester: pytest.Pytester, live: LiveServer
+) -> None:
+    """As the operator CLI says it: not an http(s) URL, or the address of the fake's v1 or control
+    API (an MCP host's LUCY_MEMORY_BASE_URL), with the fake's own address to give instead."""
+    pytester.makepyfile(test_any="def test_any(fake_lucy_server):\n    pass\n")
+    for url, said in (
+        ("not a url", "--lucy-url: 'not a url' is not an http(s) URL of a running fake"),
+        ("127.0.0.1:8787", "--lucy-url: '127.0.0.1:8787' is not an http(s) URL of a running fake"),
+        (
+            live.base_url + "/api/agent-memory/v1",
+            f"--lucy-url: {live.base_url}/api/agent-memory/v1 is the address of the fake's v1 API;"
+            f" --lucy-url needs the fake's own: {live.base_url}",
+        ),
+        (
+            "http://user:secret@127.0.0.1:8787/?token=secret",
+            "--lucy-url: http://127.0.0.1:8787/?… holds a query or a fragment; the fake's address is"
+            " http://127.0.0.1:8787/",
+        ),
+    ):
+        refused = pytester.runpytest("--lucy-url", url)
+        assert refused.ret == pytest.ExitCode.USAGE_ERROR, url
+        refused.stderr.fnmatch_lines([f"ERROR: {said}"])
+        assert "secret" not in refused.stderr.str()
+
+
 def test_a_shared_tenant_that_cannot_be_deleted_at_the_end_fails_the_run_visibly(
     pytester: pytest.Pytester, live: LiveServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
