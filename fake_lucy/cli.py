@@ -26,6 +26,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"fake-lucy {__version__}")
     operator_cli.refuse_admin_token(parser)  # before the command too
+    operator_cli.add_global_options(parser)
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="run the fake (every option also FAKE_LUCY_<NAME>)")
     serve.add_argument("--host")
@@ -106,6 +107,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:  # named by the command they were given to (argparse names the top-level one)
         shown = " ".join(_without_secrets(unknown))
         _command_parser(parser, args, given, unknown).error(f"unrecognized arguments: {shown}")
+    operator_cli.take_global_options(args, parser)
     if args.command != "serve":
         return operator_cli.run(args)
     from fake_lucy import serve  # the server, for this command alone (see the module text)

@@ -220,6 +220,39 @@ def _common(default: Any = None) -> argparse.ArgumentParser:
     return common
 
 
+# The operator options given before the command (``fake-lucy --url URL proposals``), kept apart
+# from the command's own so that its defaults do not reset them; ``take_global_options`` merges.
+_GLOBAL = {"url": "global_url", "admin_token_file": "global_admin_token_file", "json": "global_json"}
+
+
+def add_global_options(parser: argparse.ArgumentParser) -> None:
+    """``--url``, ``--admin-token-file`` and ``--json`` before the command too, as ``git -C``."""
+    parser.add_argument("--url", dest=_GLOBAL["url"], help="as the command's --url")
+    parser.add_argument(
+        "--admin-token-file", dest=_GLOBAL["admin_token_file"], type=Path, help="as the command's"
+    )
+    parser.add_argument("--json", dest=_GLOBAL["json"], action="store_true", help="as the command's --json")
+
+
+def take_global_options(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    """The options given before the command, where the command was not given its own (``serve``
+    takes ``--admin-token-file`` alone: ``--url`` and ``--json`` are the operator commands')."""
+    given = {name: getattr(args, dest) for name, dest in _GLOBAL.items()}
+    for dest in _GLOBAL.values():
+        delattr(args, dest)
+    if args.command == "serve":
+        wrong = [f"--{name.replace('_', '-')}" for name in ("url", "json") if given[name]]
+        if wrong:
+            parser.error(f"{' and '.join(wrong)}: an option of the operator commands, not of serve")
+        if args.admin_token_file is None:
+            args.admin_token_file = given["admin_token_file"]
+        return
+    for name in ("url", "admin_token_file"):
+        if getattr(args, name) is None:
+            setattr(args, name, given[name])
+    args.json = args.json or given["json"]
+
+
 def add_commands(commands: Any) -> None:
     """Add the operator commands to ``fake-lucy``'s subcommands."""
     common = _common()

@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
-from fake_lucy import cli
+from fake_lucy import cli, operator_cli
 from fake_lucy.app import create_app
 from fake_lucy.domain.defaults import DEV_TOKEN
 from fake_lucy.operator_cli import UsageError, parse_duration
@@ -70,6 +70,48 @@ def url(live: LiveServer, monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.delenv("FAKE_LUCY_ADMIN_TOKEN", raising=False)
     monkeypatch.delenv("FAKE_LUCY_ADMIN_TOKEN_FILE", raising=False)
     return live.base_url
+
+
+def test_the_operator_options_may_come_before_the_command_and_the_commands_own_win(
+    live: LiveServer, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``fake-lucy --url URL --json proposals``, as ``git -C DIR log``: the same as after it; given
+    in both places, the command's own is taken. Before ``serve``, only ``--admin-token-file``."""
+    monkeypatch.delenv("FAKE_LUCY_URL", raising=False)
+    monkeypatch.delenv("FAKE_LUCY_ADMIN_TOKEN", raising=False)
+    monkeypatch.delenv("FAKE_LUCY_ADMIN_TOKEN_FILE", raising=False)
+    kept = propose(live, "Listed through options before the command.")
+    token_file = tmp_path / "admin-token"
+    token_file.write_text(live.admin_token)
+    before = ("--url", live.base_url, "--admin-token-file", str(token_file), "--json")
+    code, out, err = fake_lucy(capsys, *before, "proposals")
+    assert (code, err) == (0, "")
+    assert [item["id"] for item in json.loads(out)] == [kept["id"]]
+    code, out, err = fake_lucy(capsys, "--url", "http://127.0.0.1:9", "proposals", "--url", live.base_url)
+    assert (code, err) == (0, "")
+    assert kept["id"] in out
+    wrong = tmp_path / "wrong-token"
+    wrong.write_text("not-the-admin-token")
+    code, _, err = fake_lucy(capsys, "--url", live.base_url, "--admin-token-file", str(wrong), "proposals")
+    assert code == 1
+    assert "401 unauthenticated" in err
+    parser = cli._parser()
+    for argv, taken in (
+        (["--admin-token-file", str(token_file), "serve"], token_file),
+        (["--admin-token-file", str(token_file), "serve", "--admin-token-file", str(wrong)], wrong),
+    ):
+        args = parser.parse_args(argv)
+        operator_cli.take_global_options(args, parser)
+        assert args.admin_token_file == taken
+        assert not hasattr(args, "global_url")  # serve's settings get its options alone
+    for option in (("--url", live.base_url), ("--json",)):
+        with pytest.raises(SystemExit) as refused:
+            cli.main([*option, "serve"])
+        assert refused.value.code == 2
+        assert capsys.readouterr().err == (
+            f"fake-lucy: {option[0]}: an option of the operator commands, not of serve"
+            " (see fake-lucy --help)\n"
+        )
 
 
 def test_proposals_lists_a_table_for_people_and_json_for_scripts(
