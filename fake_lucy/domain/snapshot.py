@@ -293,11 +293,13 @@ def _check_references(document: dict[str, Any]) -> None:
                     )
         problems.extend(_unheld(tenant, base, "credentials", held))
         versions: dict[str, int] = {}
+        scopes: dict[str, Any] = {}
         for m, memory in enumerate(tenant["memories"]):
             problems.extend(_version_problems(f"{base}/memories/{m}", memory))
             versions[memory["id"]] = len(memory["versions"])
+            scopes[memory["id"]] = memory["scope"]
         for i, proposal in enumerate(tenant["proposals"]):
-            problems.extend(_proposal_problems(f"{base}/proposals/{i}", proposal, versions))
+            problems.extend(_proposal_problems(f"{base}/proposals/{i}", proposal, versions, scopes))
         problems.extend(_secrets(tenant, base))
         for collection in ("proposals", "idempotency_records", "ledger", "journal"):
             problems.extend(_unheld(tenant, base, collection, held))
@@ -407,10 +409,12 @@ def _propose_answer(body: str) -> dict[str, Any] | None:
 
 
 def _proposal_problems(
-    pointer: str, proposal: dict[str, Any], versions: dict[str, int]
+    pointer: str, proposal: dict[str, Any], versions: dict[str, int], scopes: dict[str, Any]
 ) -> list[dict[str, str]]:
     """An approved proposal names the memory version it made, of its tenant, and only an approved
-    one does; what a proposal replaces is a version of a memory of its tenant."""
+    one does; what a proposal replaces is a version of a memory of its tenant, in the proposal's
+    scope (SPEC 1.3: an approval would otherwise put the memory's next version, and so the memory,
+    in front of whoever sees the proposal's scope)."""
     problems: list[dict[str, str]] = []
     memory, replaces = proposal["memory"], proposal["replaces"]
     if (memory is None) == (proposal["status"] == "approved"):
@@ -424,17 +428,39 @@ def _proposal_problems(
         problems.append({"pointer": f"{pointer}/memory", "detail": "names no memory version of its tenant"})
     if replaces is not None and not 1 <= replaces["version"] <= versions.get(replaces["memory_id"], 0):
         problems.append({"pointer": f"{pointer}/replaces", "detail": "names no memory version of its tenant"})
+    elif replaces is not None and proposal["scope"] != scopes[replaces["memory_id"]]:
+        problems.append(
+            {"pointer": f"{pointer}/scope", "detail": "must equal the scope of the memory it replaces"}
+        )
     return problems
 
 
 def _version_problems(pointer: str, memory: dict[str, Any]) -> list[dict[str, str]]:
-    """A memory's versions are 1, 2, … in order, and its current version is one of them."""
+    """A memory's versions are 1, 2, … in order; its current version is the last, active or
+    deleted, and every earlier one superseded (what replacements, deletions and restores make: a
+    memory with another history would break the next of them, or have two active versions)."""
     numbers = [version["version"] for version in memory["versions"]]
     if numbers != list(range(1, len(numbers) + 1)):
         return [{"pointer": f"{pointer}/versions", "detail": "must be versions 1, 2, … in order"}]
-    if memory["version"] not in numbers:
-        return [{"pointer": f"{pointer}/version", "detail": "names no version of the memory"}]
-    return []
+    if memory["version"] != numbers[-1]:
+        return [{"pointer": f"{pointer}/version", "detail": f"must be the last version, {numbers[-1]}"}]
+    *earlier, last = memory["versions"]
+    problems = [
+        {
+            "pointer": f"{pointer}/versions/{v}/status",
+            "detail": "must be superseded: a later version replaced it",
+        }
+        for v, version in enumerate(earlier)
+        if version["status"] != "superseded"
+    ]
+    if last["status"] not in ("active", "deleted"):
+        problems.append(
+            {
+                "pointer": f"{pointer}/versions/{len(earlier)}/status",
+                "detail": "must be active or deleted: the current version is superseded by none",
+            }
+        )
+    return problems
 
 
 def restore_state(

@@ -236,6 +236,43 @@ def _replaces_a_version_never_made(document: dict[str, Any]) -> str:
     return f"/tenants/{t}/proposals/{i}/replaces"
 
 
+def _two_versions(document: dict[str, Any]) -> tuple[int, int, dict[str, Any]]:
+    t, dev = _dev(document)
+    [(m, memory)] = [(m, memory) for m, memory in enumerate(dev["memories"]) if len(memory["versions"]) == 2]
+    return t, m, memory
+
+
+def _current_not_the_last_version(document: dict[str, Any]) -> str:
+    """The next replacement would make version 2 again: a 500 at approval."""
+    t, m, memory = _two_versions(document)
+    memory["version"] = 1
+    memory["versions"][0]["status"], memory["versions"][1]["status"] = "active", "superseded"
+    return f"/tenants/{t}/memories/{m}/version"
+
+
+def _two_active_versions(document: dict[str, Any]) -> str:
+    t, m, memory = _two_versions(document)
+    memory["versions"][0]["status"] = "active"
+    return f"/tenants/{t}/memories/{m}/versions/0/status"
+
+
+def _current_version_superseded(document: dict[str, Any]) -> str:
+    """Neither recallable, deletable nor restorable, and yet replaceable."""
+    t, m, memory = _two_versions(document)
+    memory["versions"][1]["status"] = "superseded"
+    return f"/tenants/{t}/memories/{m}/versions/1/status"
+
+
+def _replaces_a_memory_in_another_scope(document: dict[str, Any]) -> str:
+    """Its approval would put the memory's next version in front of the proposal's scope."""
+    t, dev = _dev(document)
+    i = [p["status"] for p in dev["proposals"]].index("pending")
+    _, _, memory = _two_versions(document)
+    dev["proposals"][i]["replaces"] = {"memory_id": memory["id"], "version": 2}
+    dev["proposals"][i]["scope"] = {"kind": "workspace", "id": "ws_elsewhere"}
+    return f"/tenants/{t}/proposals/{i}/scope"
+
+
 def _ledger_request_twice(document: dict[str, Any]) -> str:
     t, dev = _dev(document)
     dev["ledger"][1]["request_id"] = dev["ledger"][0]["request_id"]
@@ -256,6 +293,10 @@ def _ledger_request_twice(document: dict[str, Any]) -> str:
         _pending_with_memory,
         _replaces_nothing,
         _replaces_a_version_never_made,
+        _current_not_the_last_version,
+        _two_active_versions,
+        _current_version_superseded,
+        _replaces_a_memory_in_another_scope,
         _ledger_request_twice,
     ],
 )
