@@ -146,6 +146,11 @@ class LucyMemoryError(Exception):
         """The sentence after the message that says what happened and what is safe to do."""
         if self.status is None and self.attempts == 0:
             return "Nothing was sent and nothing was charged."
+        if self.status is not None and 300 <= self.status < 400:  # a proxy's or a redirector's
+            return (
+                "A redirect is no answer of the API: the call did not execute there and nothing was"
+                " charged. The SDK follows no redirect: base_url must be the deployment's own origin."
+            )
         subject = _CHARGING_WITHOUT_IDEMPOTENCY.get(self.operation or "")
         if subject is not None:
             if self.status is not None and 400 <= self.status < 500:  # refused before it executed

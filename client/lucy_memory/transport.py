@@ -10,6 +10,7 @@ could be made it raises ``ConnectionFailedError`` (nothing was sent); when no co
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ipaddress
 import math
@@ -19,11 +20,13 @@ from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
+import anyio
 import httpx
 
 from lucy_memory._closing import AsyncClosing
 from lucy_memory._contract import API_BASE_PATH, is_loopback
 from lucy_memory.errors import (
+    ClientClosedError,
     ConfigurationError,
     ConnectionFailedError,
     InsecureTransportError,
@@ -211,6 +214,9 @@ class LucyHttpTransport(AsyncClosing):
     """The built-in transport: httpx, one connection pool, no retries of its own.
 
     ``max_retries`` is the retry budget the client applies to propose when it uses this transport.
+    ``timeout`` bounds each attempt as a whole, connecting included (httpx's bounds each read
+    alone, so a server that sends a byte now and then would hold a call for ever); its connections
+    belong to the event loop it first sends in.
     """
 
     def __init__(
@@ -224,6 +230,8 @@ class LucyHttpTransport(AsyncClosing):
     ) -> None:
         self.origin = origin
         self.max_retries = max_retries
+        self.timeout = timeout
+        self._loop: object | None = None  # the asyncio loop its connections belong to
         if http_transport is None and is_loopback(urlsplit(origin).hostname or ""):
             # this machine: never through a proxy from the environment (HTTP_PROXY, ALL_PROXY),
             # which would see the token of a cleartext request and cannot reach 127.0.0.1 anyway;
@@ -240,15 +248,58 @@ class LucyHttpTransport(AsyncClosing):
         return f"LucyHttpTransport(origin={self.origin!r}, max_retries={self.max_retries!r})"
 
     async def send(self, request: TransportRequest) -> TransportResponse:
+        self._check_usable(request)
         with map_transport_errors(request):
-            response = await self._http.request(
-                request.method, request.path, content=request.body, headers=dict(request.headers)
-            )
+            with anyio.fail_after(self.timeout):  # TimeoutError: a lost response (an OSError)
+                response = await self._http.request(
+                    request.method, request.path, content=request.body, headers=dict(request.headers)
+                )
         headers = {name.lower(): value for name, value in response.headers.items()}
         return TransportResponse(status=response.status_code, headers=headers, body=response.content)
 
+    def _check_usable(self, request: TransportRequest) -> None:
+        """Before anything is sent: a closed transport (closed itself, or by a client that shared
+        it) is ``ClientClosedError``, and one used from another event loop than its first (each
+        ``asyncio.run`` makes a new one) ``ConfigurationError``: httpx would send the request on a
+        new connection and fail afterwards, on the old loop's, with the call done and charged."""
+        earlier = (
+            ""
+            if request.attempt == 0 or request.idempotency_key is None
+            else f"; if an earlier attempt executed, proposing again with idempotency_key"
+            f" {request.idempotency_key} replays its answer without a second charge"
+        )
+        if self._http.is_closed:
+            raise ClientClosedError(
+                f"the transport is closed (by its aclose, or by a client that shared it); this attempt"
+                f" was not sent{earlier}",
+                operation=request.operation,
+                idempotency_key=request.idempotency_key,
+                attempts=request.attempt,
+            )
+        loop = _running_asyncio_loop()
+        if self._loop is None:
+            self._loop = loop
+        elif loop is not self._loop:
+            raise ConfigurationError(
+                "this client's connections belong to the event loop it first ran in, and this call runs"
+                " in another (each asyncio.run makes a new one): make the client inside the asyncio.run"
+                f" that uses it, or use SyncAgentMemoryClient; this attempt was not sent{earlier}",
+                operation=request.operation,
+                idempotency_key=request.idempotency_key,
+                attempts=request.attempt,
+            )
+
     async def aclose(self) -> None:
         await self._http.aclose()
+
+
+def _running_asyncio_loop() -> object | None:
+    """The running asyncio loop; None under another event loop library (trio), whose runs httpx
+    does not share connections across either."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 def create_lucy_http_transport(

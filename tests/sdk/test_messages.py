@@ -91,3 +91,30 @@ async def test_a_problem_without_a_detail_says_what_arrived(fake, new_client) ->
         await client.recall('{"query": "database"}')
     assert caught.value.detail == "the service answered HTTP 502 without a problem detail"
     assert_whole_sentences(caught.value)
+
+
+@pytest.mark.parametrize("operation", ["recall", "proposal_status"])
+async def test_a_redirect_is_said_not_to_have_executed_and_names_base_url(
+    fake, new_client, operation
+) -> None:
+    """A proxy's or redirector's 308 (an apex to www, say) never reached the API: the message must
+    not say the call executed and was charged, which would keep a caller from repeating it."""
+
+    def redirect(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(308, headers={"Location": "https://www.lucy.example/api/agent-memory/v1/x"})
+
+    client = new_client(fake, transport=http_transport(fake, http=httpx.MockTransport(redirect)))
+    call = (
+        client.recall('{"query": "database"}')
+        if operation == "recall"
+        else client.proposal_status('{"proposal_id": "prop_' + "q" * 22 + '"}')
+    )
+    with pytest.raises(LucyMemoryError) as caught:
+        await call
+    assert caught.value.status == 308
+    assert str(caught.value).endswith(
+        "A redirect is no answer of the API: the call did not execute there and nothing was charged. The"
+        " SDK follows no redirect: base_url must be the deployment's own origin."
+    )
+    assert "executed and was charged" not in str(caught.value)
+    assert_whole_sentences(caught.value)
