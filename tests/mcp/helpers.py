@@ -97,7 +97,7 @@ class PlainHttpx:
         self._http = httpx.AsyncClient(base_url=base_url + "/api/agent-memory/v1")
 
     async def send(self, request):
-        print("transport module: sending", request.operation, flush=True)
+        print("transport module: sending", request.operation)  # not flushed: a buffered debug line
         response = await self._http.request(
             request.method, request.path, content=request.body, headers=dict(request.headers)
         )

@@ -336,18 +336,27 @@ async def test_a_404_on_recall_or_propose_points_at_the_base_url_not_at_an_argum
     assert "proposal_id" not in next_step
 
 
+@pytest.mark.parametrize("operation", ["recall", "propose"])
 async def test_an_unexpected_failure_is_logged_without_the_token(
-    fake, caplog: pytest.LogCaptureFixture
+    fake, caplog: pytest.LogCaptureFixture, operation: str
 ) -> None:
-    """A custom transport's exception may quote the request's headers; the log blanks the token."""
+    """A custom transport's exception may quote the request's headers; the log blanks the token.
+    A propose's answer names the key it was made with: repeating with it is the safe next step."""
+    keys: list[str | None] = []
 
     class Leaky:
         async def send(self, request: TransportRequest) -> TransportResponse:
+            keys.append(request.idempotency_key)
             raise RuntimeError(f"proxy refused request with headers {request.headers!r}")
 
     async with connect(fake, transport=Leaky()) as client:
-        text = _error_text(await client.call_tool(*CALLS["recall"]))
-    assert "internal_error" in text
+        text = _error_text(await client.call_tool(*CALLS[operation]))
+    assert text.startswith(f"Error internal_error from {operation}:")
+    if operation == "propose":
+        assert keys[0] is not None
+        assert f"idempotency_key: {keys[0]} Next: " in text
+    else:
+        assert "idempotency_key:" not in text
     logged = "\n".join(record.getMessage() for record in caplog.records)
     assert "proxy refused request" in logged
     assert "[token]" in logged

@@ -10,8 +10,10 @@ result with ``isError: true``, a text naming the code and what is safe to do nex
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import sys
 import traceback
 from collections.abc import Awaitable, Callable, Iterable
 from importlib.metadata import version
@@ -80,6 +82,14 @@ def _error(text: str) -> types.CallToolResult:
 
 def _success(text: str, body: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(text=text)], structured_content=json.loads(body))
+
+
+class _ProposeFailed(Exception):
+    """An unexpected failure of a propose, with the key it was made with: the host's next step."""
+
+    def __init__(self, idempotency_key: str | None) -> None:
+        super().__init__(idempotency_key)
+        self.idempotency_key = idempotency_key
 
 
 class LucyMemoryTools:
@@ -158,10 +168,13 @@ class LucyMemoryTools:
             return _error(render_error(exc, operation=operation))
         # a handler must never raise (it would become a JSON-RPC error): any error is logged and said
         except Exception as exc:  # never raise from a handler: see the line above
-            log.error("%s failed unexpectedly:\n%s", params.name, self._without_token(exc))
+            failed = exc.__cause__ if isinstance(exc, _ProposeFailed) and exc.__cause__ is not None else exc
+            log.error("%s failed unexpectedly:\n%s", params.name, self._without_token(failed))
+            key = exc.idempotency_key if isinstance(exc, _ProposeFailed) else None
             return _error(
-                f"Error internal_error from {operation}: lucy-memory-mcp failed unexpectedly (see its log). "
-                "Next: the outcome is unknown; for memory_propose, repeating the same arguments with the "
+                f"Error internal_error from {operation}: lucy-memory-mcp failed unexpectedly (see its log).\n"
+                + (f"idempotency_key: {key}\n" if key is not None else "")
+                + "Next: the outcome is unknown; for memory_propose, repeating the same arguments with the "
                 "same idempotency_key is safe; repeating other calls may charge again."
             )
         log.info("%s answered", params.name)
@@ -191,6 +204,10 @@ class LucyMemoryTools:
                 if base is not None and final:
                     self._refused.set(base, refusals + 1)
                 raise
+            except LucyMemoryError:
+                raise
+            except Exception as exc:  # a custom transport's bug, say: said with the key (call_tool)
+                raise _ProposeFailed(key) from exc
             return _success(render_propose(proposed, key_derived=derived), proposed.body)
         status = await client.proposal_status(json.dumps(arguments))
         return _success(render_status(status), status.body)
@@ -223,6 +240,11 @@ async def serve_stdio(config: ServerConfig) -> None:
     server = create_server(handlers)
     try:
         async with stdio_server() as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, server.create_initialization_options())
+            # The protocol has the standard output's descriptor to itself from here (the SDK serves
+            # it from a duplicate); what code of this process prints (a custom transport's debug
+            # line) goes to stderr now, not into sys.stdout's buffer, which the end of the process
+            # would flush onto the wire after the SDK handed it back.
+            with contextlib.redirect_stdout(sys.stderr):
+                await server.run(read_stream, write_stream, server.create_initialization_options())
     finally:
         await handlers.aclose()
