@@ -24,7 +24,7 @@ from fake_lucy.domain import tenants as tenancy
 from fake_lucy.domain.defaults import BUILTIN_TOKENS, DEFAULT_ADMIN_TOKEN
 from fake_lucy.domain.epochs import new_incarnation
 from fake_lucy.domain.errors import invalid_field, invalid_request
-from fake_lucy.domain.lifecycle import clear_index, create_index, index_memory
+from fake_lucy.domain.lifecycle import clear_index, create_index, expire_due, index_memory
 from fake_lucy.domain.principals import Scope, bump_auth_epoch, hash_token
 from fake_lucy.domain.seed import applied_seed
 from fake_lucy.store import snapshot as store
@@ -56,9 +56,13 @@ def _scope(kind: str, scope_id: str) -> dict[str, str]:
 def export_state(
     conn: sqlite3.Connection, *, fake_version: str, tenant: str | None = None, include_journal: bool = False
 ) -> dict[str, Any]:
-    """The state as a snapshot document (read in the caller's transaction, so it is consistent)."""
+    """The state as a snapshot document (read in the caller's transaction, so it is consistent),
+    with each proposal's effective status: one past its expiry is expired (and persisted so, as
+    every listing does), never the pending a dump's reader would take for what the API answers."""
     server = store.server_row(conn)
     tenants = [tenant] if tenant is not None else store.tenant_ids(conn)
+    for each in tenants:
+        expire_due(conn, each, clock.now(conn, each))
     return {
         "format": FORMAT,
         "version": VERSION,

@@ -404,3 +404,15 @@ async def test_a_tenants_snapshot_restores_that_tenant_only(fake) -> None:
     assert other.value.details == {
         "errors": [{"pointer": "/tenants/0/id", "detail": "names another tenant than the one restored"}]
     }
+
+
+async def test_a_snapshot_holds_each_proposals_effective_status(fake, api) -> None:
+    """A proposal past its expiry that nobody read since is expired in the snapshot (and so in a
+    failure dump), as every API answers it, never the pending still stored."""
+    await fake.admin.set_policy("tenant_dev", proposal_ttl_seconds=3600)
+    made = (await propose(api, proposal_body("Left to expire."))).json()["proposal"]
+    await fake.admin.advance_clock(3 * 3600)
+    document = await _snapshot(fake)
+    [exported] = [p for t in document["tenants"] for p in t["proposals"] if p["id"] == made["id"]]
+    assert (exported["status"], exported["reason"]) == ("expired", "expired")
+    assert exported["decided_at"] == made["expires_at"]
