@@ -33,6 +33,7 @@ __all__ = [
     "journal",
     "ledger",
     "memories",
+    "memory_to_delete",
     "proposals",
     "restore_memory",
     "revoke_credential",
@@ -193,6 +194,14 @@ def _memory_in_reach(conn: sqlite3.Connection, memory_id: str, scope: AdminScope
     head = queries.memory_head(conn, memory_id, tenant=scope.tenant)
     if head is None:
         raise DomainError("not_found", "no memory has this id")
+    return head
+
+
+def memory_to_delete(conn: sqlite3.Connection, memory_id: str, *, scope: AdminScope = SERVER) -> MemoryRecord:
+    """The memory a delete would act on, checked as the delete checks it (in reach, active), and
+    nothing changed: what a confirmation asks about."""
+    head = _memory_in_reach(conn, memory_id, scope)
+    lifecycle.require_deletable(head)
     return head
 
 

@@ -46,6 +46,7 @@ __all__ = [
     "load_proposal",
     "plan_proposal",
     "reject",
+    "require_deletable",
     "restore_memory",
     "secret_plan",
     "visible_proposal",
@@ -525,13 +526,18 @@ def _load_memory(conn: sqlite3.Connection, memory_id: str) -> MemoryRecord:
     return head
 
 
-def delete_memory(conn: sqlite3.Connection, memory_id: str, *, now: str) -> MemoryRecord:
-    """Administrative delete: not recallable; pending proposals that target it are superseded."""
-    head = _load_memory(conn, memory_id)
+def require_deletable(head: MemoryRecord) -> None:
+    """Only an active memory can be deleted (``invalid_transition`` naming its status)."""
     if head.status != "active":
         raise DomainError(
             "invalid_transition", "only an active memory can be deleted", details={"status": head.status}
         )
+
+
+def delete_memory(conn: sqlite3.Connection, memory_id: str, *, now: str) -> MemoryRecord:
+    """Administrative delete: not recallable; pending proposals that target it are superseded."""
+    head = _load_memory(conn, memory_id)
+    require_deletable(head)
     expire_due(conn, head.tenant_id, now)  # one past its expiry is expired, not superseded by this
     conn.execute("UPDATE memories SET status = 'deleted' WHERE seq = ?", (head.seq,))
     conn.execute(

@@ -94,17 +94,24 @@ LIVE = {
 _TENANT_FILTER = parameters_validator(
     (("tenant", load_contract("fake-control")["operations"]["list_proposals"]["query"]["tenant"]["schema"]),)
 )
-_STATIC = {"console.js": "text/javascript; charset=utf-8", "console.css": "text/css; charset=utf-8"}
+_STATIC = {
+    "console.js": "text/javascript; charset=utf-8",
+    "console.css": "text/css; charset=utf-8",
+    "favicon.svg": "image/svg+xml",  # named by the pages: a browser would ask the fake's /favicon.ico
+}
 
 
 def visible_markup(text: str | None) -> Markup:
-    """Text for a page: escaped, each invisible or control character as a marked ``⟨U+XXXX⟩``."""
+    """Text for a page: escaped, each invisible or control character as a marked ``⟨U+XXXX⟩``. The
+    mark is left to right of its own (``dir``), so that a ``dir="auto"`` around it takes the
+    text's direction from the text, not from the mark's letters: a right-to-left mark first is
+    the very sign of a right-to-left text."""
     if text is None:
         return Markup("")
     out = []
     for piece, hidden in pieces(text):
         if hidden:
-            out.append(Markup('<span class="invisible">{}</span>').format(piece))
+            out.append(Markup('<span class="invisible" dir="ltr">{}</span>').format(piece))
         else:
             out.append(escape(piece))
     return Markup("").join(out)
@@ -170,6 +177,16 @@ class _NoSession(_Refused):
 
 class _BadInput(Exception):
     """A page or form value that cannot be read (→ 400)."""
+
+
+class _Unconfirmed(Exception):
+    """A destructive action sent without ``confirmed=yes``: the page's script asks first and says
+    so in the form; without it, the answer is a page that asks (``confirm.html``)."""
+
+    def __init__(self, question: str, button: str) -> None:
+        super().__init__(question)
+        self.question = question
+        self.button = button
 
 
 class Console:
@@ -302,6 +319,15 @@ class Console:
             with self.fake.db.write() as conn:
                 session = self._check(self._session(conn, request), request, form)
                 target = action(conn, session, form)
+        except _Unconfirmed as ask:
+            return self.render(
+                "confirm.html",
+                session=session,
+                title=ask.question,
+                button=ask.button,
+                action=request.url.path,
+                here=self._next(form),
+            )
         except _Refused as exc:
             return self.message("Refused", str(exc), status=403, login=isinstance(exc, _NoSession))
         except _BadInput as exc:
@@ -484,7 +510,15 @@ def console_router(fake: FakeLucy, stream: EventStream) -> APIRouter:
     def delete_memory(
         conn: sqlite3.Connection, session: Session, form: Mapping[str, str], path: Mapping[str, str]
     ) -> None:
-        admin.delete_memory(conn, path["memory_id"], scope=_scope(session))
+        memory_id = path["memory_id"]
+        if form.get("confirmed") != "yes":  # asked by the page's script, or now by a page of its own
+            admin.memory_to_delete(conn, memory_id, scope=_scope(session))  # an unknown one: its 404
+            raise _Unconfirmed(
+                f"Delete memory {memory_id}? It is no longer recalled, and pending proposals that"
+                " replace it are superseded for good (a restore brings back the memory, not them).",
+                f"Delete {memory_id}",
+            )
+        admin.delete_memory(conn, memory_id, scope=_scope(session))
 
     def restore_memory(
         conn: sqlite3.Connection, session: Session, form: Mapping[str, str], path: Mapping[str, str]

@@ -10,15 +10,28 @@
   document.addEventListener("submit", function (event) {
     var form = event.target;
     var question = form.getAttribute && form.getAttribute("data-confirm");
-    if (question && !window.confirm(question)) {
-      event.preventDefault();
-      return;
+    if (question) {
+      if (!window.confirm(question)) {
+        event.preventDefault();
+        return;
+      }
+      confirmed(form); // asked here: the server does not ask again (without JavaScript, it does)
     }
     if (window.fetch && form.method === "post" && !form.hasAttribute("data-plain")) {
       event.preventDefault();
       send(form, event.submitter);
     }
   });
+
+  function confirmed(form) {
+    if (!form.querySelector("input[name='confirmed']")) {
+      var field = document.createElement("input");
+      field.type = "hidden";
+      field.name = "confirmed";
+      field.value = "yes";
+      form.append(field);
+    }
+  }
 
   // An action is sent from the page: done, the browser goes where the answer leads (as the form
   // would have); refused, the page stays as it is, with what was typed, and says why beside the
@@ -52,6 +65,12 @@
       .finally(function () {
         if (submitter) {
           submitter.disabled = false;
+          // disabling it while the action ran took the focus away: a keyboard or screen reader
+          // user goes on from the button they pressed, beside what the page now says of it
+          var active = document.activeElement;
+          if ((!active || active === body) && submitter.isConnected) {
+            submitter.focus();
+          }
         }
       });
   }
@@ -84,10 +103,17 @@
     }
   }
 
+  // What the reviewer typed or chose and did not send yet: a reason, a count, a menu's choice.
   function typedInto(main) {
     var fields = main.querySelectorAll("input, textarea");
     for (var i = 0; i < fields.length; i++) {
       if (fields[i].type !== "hidden" && fields[i].value !== fields[i].defaultValue) {
+        return true;
+      }
+    }
+    var options = main.querySelectorAll("select option");
+    for (var j = 0; j < options.length; j++) {
+      if (options[j].selected !== options[j].defaultSelected) {
         return true;
       }
     }
@@ -106,15 +132,12 @@
     note(form, said, submitter);
   }
 
-  // After an action on a card the page is loaded again; a keyboard or screen reader user goes on
-  // where they were: the focus goes to the card now in the acted one's place (the next in line),
-  // and the status line says what was done.
+  // After an action the page is loaded again; a keyboard or screen reader user goes on where they
+  // were: after one on a card, the focus goes to the card now in the acted one's place (the next in
+  // line); after any other, to the page's heading. The status line says what was done.
   var PLACE = "fake-lucy-console-place";
   function keepPlace(form, submitter, target) {
     var card = form.closest("article.proposal");
-    if (!card) {
-      return;
-    }
     var cards = Array.prototype.slice.call(document.querySelectorAll("article.proposal"));
     var url = new URL(target, window.location.href);
     var named = submitter && (submitter.getAttribute("aria-label") || submitter.textContent.trim());
@@ -136,7 +159,7 @@
       return;
     }
     var cards = document.querySelectorAll("article.proposal");
-    var card = cards[Math.min(kept.index, cards.length - 1)];
+    var card = kept.index < 0 ? null : cards[Math.min(kept.index, cards.length - 1)];
     var target = card ? card.querySelector("button") : document.querySelector("main h1");
     if (target) {
       if (!card) {

@@ -519,8 +519,9 @@ def test_a_refusal_stays_on_the_page_when_a_live_update_removes_its_form(
     # below the card's row of buttons, not between them (where it pushed the reason box aside)
     expect(card.locator(".actions + p.refusal")).to_have_count(1)
     said = refusal.inner_text()
-    page.mouse.move(0, 0)
-    page.locator("h1").click()  # pointer and focus leave the list: the update comes
+    expect(approve).to_be_focused()  # the focus stays on the button pressed, beside what it says
+    page.locator("h1").click()
+    page.mouse.move(0, 0)  # focus and pointer leave the list: the update comes
     expect(card).to_have_count(0)
     expect(refusal).to_have_text(f"Approve {created['id']}: {said}")
     assert proposal_status(live, created["id"])["status"] == "rejected"
@@ -651,3 +652,98 @@ def test_after_a_keyboard_approval_the_focus_is_on_the_next_card_and_the_status_
     expect(page.locator(f"article#{second['id']}")).to_have_count(0)
     expect(page.get_by_role("heading", name="Review queue")).to_be_focused()
     assert proposal_status(live, second["id"])["status"] == "approved"
+
+
+def test_without_its_script_deleting_a_memory_asks_on_a_page_of_its_own(page: Page, live: LiveServer) -> None:
+    """The question is the script's (window.confirm); without it (scripts off, or not loaded) the
+    delete is not done at once: the answer is a page that asks, with Delete and Cancel."""
+    created = propose(live, proposal_body("Staging runs on Fridays."))
+    with control(live) as http:
+        memory = http.post(f"/_fake/proposals/{created['id']}/approve").json()["proposal"]["memory"]
+    page.route("**/static/console.js", lambda route: route.abort())
+    page.goto(f"{live.base_url}{CONSOLE}/memories")
+    page.get_by_role("button", name=f"Delete {memory['id']}").click()
+    expect(page.get_by_role("heading", name="Confirm")).to_be_visible()
+    expect(page.get_by_text(f"Delete memory {memory['id']}? It is no longer recalled")).to_be_visible()
+    with control(live) as http:
+        assert [m["status"] for m in http.get("/_fake/memories").json()["items"]] == ["active"]
+    page.get_by_role("link", name="Cancel").click()
+    expect(page.get_by_role("button", name=f"Delete {memory['id']}")).to_be_visible()  # the memories page
+    page.get_by_role("button", name=f"Delete {memory['id']}").click()
+    page.get_by_role("button", name=f"Delete {memory['id']}").click()  # the confirmation page's
+    expect(page.get_by_role("button", name=f"Restore {memory['id']}")).to_be_visible()
+
+
+def test_text_that_opens_with_a_right_to_left_mark_is_laid_out_right_to_left(
+    page: Page, live: LiveServer
+) -> None:
+    """The mark is shown as ⟨U+200F⟩, whose letters would otherwise decide dir="auto"; a rejection's
+    reason keeps its own direction beside the left-to-right reason code."""
+    created = propose(live, proposal_body("\u200fשלום עולם, גרסה 2!", justification="\u200fכי ככה!"))
+    other = propose(live, proposal_body("Rejected in Hebrew."))
+    with control(live) as http:
+        http.post(f"/_fake/proposals/{other['id']}/reject", json={"reason_detail": "לא עכשיו, תודה"})
+    page.reload()
+    content = page.locator(f"article#{created['id']} .content")
+    expect(content).to_contain_text("⟨U+200F⟩")
+    assert content.evaluate("element => getComputedStyle(element).direction") == "rtl"
+    page.goto(f"{live.base_url}{CONSOLE}/proposals")
+    reason = page.locator("td bdi", has_text="לא עכשיו")
+    assert reason.evaluate("element => getComputedStyle(element).direction") == "rtl"
+
+
+def test_a_live_update_waits_while_a_menu_holds_an_unsent_choice(page: Page, live: LiveServer) -> None:
+    page.goto(f"{live.base_url}{CONSOLE}/settings")
+    expect(page.locator("#live-status")).to_have_text("live")
+    operation = page.get_by_label("Operation")
+    operation.select_option("recall")
+    page.locator("h1").click()
+    page.mouse.move(0, 0)  # focus and pointer away: only the menu's choice holds the update
+    with control(live) as http:
+        assert http.post("/_fake/clock/advance", json={"seconds": 60}).status_code == 200
+    expect(page.locator("#live-status")).to_have_text("live · changes wait while you use the page")
+    expect(operation).to_have_value("recall")
+
+
+def test_an_action_outside_the_queue_says_what_was_done_and_the_focus_goes_to_the_heading(
+    page: Page, live: LiveServer
+) -> None:
+    page.goto(f"{live.base_url}{CONSOLE}/settings")
+    page.get_by_role("textbox", name="Advance by").fill("2h")
+    page.get_by_role("textbox", name="Advance by").press("Enter")
+    expect(page.locator("#live-status")).to_contain_text("Advance: done")
+    expect(page.get_by_role("heading", name="Clock, faults and policy")).to_be_focused()
+    expect(page.get_by_role("button", name="Set the auto-approve of tenant_dev")).to_be_visible()
+
+
+def test_console_pages_load_with_no_failed_request_or_console_error_and_name_their_icon(
+    page: Page, live: LiveServer
+) -> None:
+    """No 4xx, no CSP report or script error on the pages; and they name an icon the console serves
+    (without one, a browser asks the fake's root for /favicon.ico: a 404 in its console)."""
+    failed: list[str] = []
+    errors: list[str] = []
+
+    def on_response(response: Any) -> None:
+        if response.status >= 400:
+            failed.append(f"{response.status} {response.url}")
+
+    def on_console(message: Any) -> None:
+        if message.type == "error":
+            errors.append(message.text)
+
+    page.on("response", on_response)
+    page.on("console", on_console)
+    try:
+        for path in ("/", "/memories", "/settings"):
+            page.goto(CONSOLE + path)
+            expect(page.locator("#live-status")).to_have_text("live")
+    finally:
+        page.remove_listener("response", on_response)
+        page.remove_listener("console", on_console)
+    assert (failed, errors) == ([], [])
+    icon = page.evaluate(
+        "fetch(document.querySelector('link[rel=icon]').href)"
+        ".then(r => r.status + ' ' + r.headers.get('content-type'))"
+    )
+    assert icon == "200 image/svg+xml"

@@ -228,8 +228,16 @@ async def test_memories_clock_faults_policy_and_reset_from_the_console(
 ) -> None:
     proposal = (await propose(api)).json()["proposal"]
     memory = (await admin.approve(proposal["id"]))["memory"]
-    assert (await act(browser, f"/memories/{memory['id']}/delete", logged_in)).status_code == 303
+    asked = await act(browser, f"/memories/{memory['id']}/delete", logged_in)  # no confirmed=yes
+    assert asked.status_code == 200
+    assert f"Delete memory {memory['id']}? It is no longer recalled" in asked.text
+    assert 'name="confirmed" value="yes"' in asked.text
+    assert (await admin.memories(include_history=False))["items"][0]["status"] == "active"
+    deleted = await act(browser, f"/memories/{memory['id']}/delete", logged_in, confirmed="yes")
+    assert deleted.status_code == 303
     assert (await admin.memories(include_history=False))["items"][0]["status"] == "deleted"
+    gone = await act(browser, f"/memories/{memory['id']}/delete", logged_in)  # asked of a deleted one
+    assert gone.status_code == 409
     assert (await act(browser, f"/memories/{memory['id']}/restore", logged_in)).status_code == 303
     assert (await admin.memories(include_history=False))["items"][0]["status"] == "active"
     before = await admin.clock()
