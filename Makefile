@@ -68,7 +68,10 @@ example: sync
 	$(RUN) python docs/sdk_example.py
 
 # The README's console pictures, taken by the browser tests (needs Chromium: apt-get install -y chromium)
+# the pictures need the browser: without one the tests would skip, and nothing would be taken
 screenshots: sync
+	@$(RUN) python -c 'import sys; from tests.console.conftest import ENABLE, chromium_path; \
+	  sys.exit(None if chromium_path() else "make screenshots: " + ENABLE)'
 	FAKE_LUCY_SCREENSHOTS=docs/screenshots $(RUN) pytest -W error -p no:randomly \
 	  tests/console/test_browser.py -k replacement_as_a_difference
 

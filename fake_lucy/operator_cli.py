@@ -397,10 +397,11 @@ CLOSED_PIPE = 141  # 128 + SIGPIPE, as shells report a command whose reader went
 
 
 def _target(args: argparse.Namespace) -> tuple[str, str]:
+    given = os.environ.get("FAKE_LUCY_URL") if args.url is None else args.url
+    if given is not None and not given.strip():  # set but empty is a mistake, as ``serve`` says too
+        raise UsageError("--url is empty" if args.url is not None else "FAKE_LUCY_URL is set but empty")
     try:
-        url, host = fake_address(
-            args.url or os.environ.get("FAKE_LUCY_URL") or DEFAULT_URL, "the operator commands need"
-        )
+        url, host = fake_address(given or DEFAULT_URL, "the operator commands need")
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     token_file = args.admin_token_file or os.environ.get("FAKE_LUCY_ADMIN_TOKEN_FILE")

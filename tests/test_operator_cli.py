@@ -273,6 +273,18 @@ def test_an_empty_admin_token_variable_is_a_usage_error_as_serve_says(
     assert (code, out, err) == (2, "", "fake-lucy: FAKE_LUCY_ADMIN_TOKEN is set but empty\n")
 
 
+def test_an_empty_url_is_a_usage_error_not_the_default(
+    live: LiveServer, url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An empty FAKE_LUCY_URL (a CI variable that was never filled in) or --url "" went to the
+    default address, and was reported as that address not answering."""
+    monkeypatch.setenv("FAKE_LUCY_URL", "")
+    assert fake_lucy(capsys, "clock") == (2, "", "fake-lucy: FAKE_LUCY_URL is set but empty\n")
+    assert fake_lucy(capsys, "clock", "--url", " ") == (2, "", "fake-lucy: --url is empty\n")
+    code, _, err = fake_lucy(capsys, "clock", "--url", live.base_url)  # the option wins over it
+    assert (code, err) == (0, "")
+
+
 def test_a_value_the_fake_refuses_is_named_by_its_option_or_argument(
     live: LiveServer, url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
