@@ -116,9 +116,13 @@ def _rolled_back() -> sqlite3.OperationalError:
 
 
 # What SQLite answers when the file cannot be written or read as it should (a full disk, a file or
-# mount made read-only, an I/O error, a file gone or damaged): the transaction did not commit.
+# mount made read-only, an I/O error, a file gone or damaged), or not within the busy timeout
+# (another process held its write lock longer: a huge snapshot restored on another worker): the
+# transaction did not commit, and the same request succeeds later.
 _STORAGE_CODES = frozenset(
     {
+        sqlite3.SQLITE_BUSY,
+        sqlite3.SQLITE_LOCKED,
         sqlite3.SQLITE_FULL,
         sqlite3.SQLITE_READONLY,
         sqlite3.SQLITE_IOERR,

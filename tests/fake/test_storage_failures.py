@@ -153,3 +153,31 @@ def test_serve_on_a_device_that_is_always_full_is_one_line_and_exit_1(
         capsys.readouterr().err
         == "fake-lucy: cannot write the database /dev/full (database or disk is full)\n"
     )
+
+
+async def test_a_write_lock_held_past_the_busy_timeout_is_a_retryable_503_not_a_500(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Another process holding the file's write lock longer than the busy timeout (a huge snapshot
+    restored on another worker held it 10-19 s): SQLite gives up with "database is locked", and
+    nothing was done, so the answer is the retryable 503 of a storage failure, not a 500."""
+    path = tmp_path / "busy.sqlite3"
+    fake = InProcessFake(path)
+    other = sqlite3.connect(path, isolation_level=None)
+    try:
+        fake.fake.db.conn.execute("PRAGMA busy_timeout = 50")  # not 10 s: the test waits for it
+        other.execute("BEGIN IMMEDIATE")  # the other worker's long write
+        async with fake.client() as api:
+            body, key = proposal_body("Written once the lock is free."), uuid.uuid4().hex
+            answer = await propose(api, body, key=key)
+            assert (answer.status_code, answer.json()["code"]) == (503, "unavailable"), answer.text
+            assert answer.json()["retryable"] is True
+            assert "database is locked" in answer.json()["detail"]
+            assert not any(record.exc_info for record in caplog.records)  # one line, no traceback
+            other.execute("ROLLBACK")
+            again = await propose(api, body, key=key)
+            assert again.status_code == 201  # executed now: nothing was done before
+            assert "Idempotent-Replayed" not in again.headers
+    finally:
+        other.close()
+        await fake.aclose()
