@@ -181,3 +181,23 @@ async def test_a_write_lock_held_past_the_busy_timeout_is_a_retryable_503_not_a_
     finally:
         other.close()
         await fake.aclose()
+
+
+def test_serve_on_a_database_another_process_keeps_locked_is_one_line_and_exit_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process holds the file's write lock past the busy timeout: one line, not the
+    traceback of SQLite's 'database is locked'."""
+    from fake_lucy.store import connection
+
+    path = tmp_path / "locked.sqlite3"
+    FakeLucy(FakeLucySettings(database=str(path))).close()
+    monkeypatch.setattr(connection, "BUSY_TIMEOUT_MS", 50)  # not 10 s: the test waits for it
+    other = sqlite3.connect(path, isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        other.execute("UPDATE server_state SET id = id")
+        assert main(["serve", "--database", str(path), "--port", "0"]) == 1
+    finally:
+        other.close()
+    assert capsys.readouterr().err == f"fake-lucy: cannot write the database {path} (database is locked)\n"
