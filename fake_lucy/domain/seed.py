@@ -55,8 +55,29 @@ def validate_seed(seed: Any) -> dict[str, Any]:
         first = errors[0]
         raise ValueError(f"the seed file does not match seed.schema.json: {first.pointer} {first.detail}")
     result: dict[str, Any] = seed
+    _refuse_repeats(result)
     _refuse_secrets(result)
     return result
+
+
+def _refuse_repeats(seed: dict[str, Any]) -> None:
+    """A tenant id, a credential id or a token listed twice: the second one, named by its pointer and
+    the first's, as a one-line ``ValueError`` (a tenant listed twice with two policies would leave
+    which one holds to the order of the file; a token is never repeated in the message)."""
+    lists = (("tenants", "id"), ("credentials", "credential_id"), ("credentials", "token"))
+    for collection, field in lists:
+        first: dict[Any, int] = {}
+        for i, item in enumerate(seed.get(collection, [])):
+            value = item.get(field)
+            if value is None:
+                continue
+            if value in first:
+                what = "the token" if field == "token" else repr(value)
+                raise ValueError(
+                    f"/{collection}/{i}/{field} repeats {what} of /{collection}/{first[value]}/{field}:"
+                    f" each is listed once"
+                )
+            first[value] = i
 
 
 def _refuse_secrets(seed: dict[str, Any]) -> None:

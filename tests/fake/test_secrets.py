@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -344,3 +345,47 @@ async def test_a_snapshot_of_ordinary_proposals_restores_whatever_their_fields_h
     assert (await propose(api, body)).status_code == 201
     document = await admin.call("GET", "/snapshot")
     assert await admin.call("PUT", "/snapshot", document) == {"restored": True}
+
+
+@pytest.mark.parametrize(
+    ("collection", "field", "said"),
+    [
+        ("tenants", "id", "'tenant_seeded'"),
+        ("credentials", "credential_id", "'cred_seeded_000000000001'"),
+        ("credentials", "token", "the token"),
+    ],
+)
+def test_a_seed_listing_a_tenant_credential_or_token_twice_names_both_places(
+    tmp_path: Path, collection: str, field: str, said: str
+) -> None:
+    """A tenant listed twice with two policies was taken (which policy held was the file's order);
+    a repeated credential id or token was refused without saying where."""
+    credential = {
+        "token": "seeded-agent-token-0123456789abcdef",
+        "credential_id": "cred_seeded_000000000001",
+        "tenant": "tenant_seeded",
+        "account": "acct_seeded",
+        "user": "usr_seeded",
+        "permissions": ["memory:read"],
+        "scopes": [{"kind": "project", "id": "p1"}],
+    }
+    second = {
+        **credential,
+        "token": "another-token-0123456789abcdef01",
+        "credential_id": "cred_seeded_000000000002",
+    }
+    seed: dict = {
+        "tenants": [{"id": "tenant_seeded", "policy": {"auto_approve": "all"}}],
+        "credentials": [credential, second],
+    }
+    if collection == "tenants":
+        seed["tenants"].append({"id": "tenant_seeded", "policy": {"auto_approve": "off"}})
+    else:
+        second[field] = credential[field]
+    path = tmp_path / "seed.json"
+    path.write_text(json.dumps(seed), encoding="utf-8")
+    said_here = f"/{collection}/1/{field} repeats {said} of /{collection}/0/{field}: each is listed once"
+    with pytest.raises(ValueError, match=re.escape(said_here)) as refused:
+        FakeLucy(FakeLucySettings(database=str(tmp_path / "seeded.sqlite3"), seed=path))
+    assert str(refused.value).endswith(said_here)
+    assert credential["token"] not in str(refused.value)
