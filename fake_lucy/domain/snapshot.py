@@ -265,6 +265,16 @@ def _check_references(document: dict[str, Any]) -> None:
     problems in the document's order)."""
     problems: list[dict[str, str]] = []
     request_ids: dict[str, set[str]] = {"ledger": set(), "journal": set()}  # ids are server-wide
+    first_of: dict[str, int] = {}
+    for t, tenant in enumerate(document["tenants"]):  # a tenant twice: said as that, before its rows
+        if tenant["id"] in first_of:
+            problems.append(
+                {
+                    "pointer": f"/tenants/{t}/id",
+                    "detail": f"repeats the tenant of /tenants/{first_of[tenant['id']]}",
+                }
+            )
+        first_of.setdefault(tenant["id"], t)
     for t, tenant in enumerate(document["tenants"]):
         base = f"/tenants/{t}"
         held = {

@@ -416,3 +416,21 @@ async def test_a_snapshot_holds_each_proposals_effective_status(fake, api) -> No
     [exported] = [p for t in document["tenants"] for p in t["proposals"] if p["id"] == made["id"]]
     assert (exported["status"], exported["reason"]) == ("expired", "expired")
     assert exported["decided_at"] == made["expires_at"]
+
+
+async def test_a_snapshot_listing_a_tenant_twice_says_so_first(fake) -> None:
+    """Its rows repeat the first copy's request ids too; the first pointer names the tenant."""
+    await _lifecycle(fake)
+    before = await _snapshot(fake)
+    broken = copy.deepcopy(before)
+    _, dev = _dev(broken)
+    broken["tenants"].append(copy.deepcopy(dev))
+    response = await _put(fake, broken)
+    assert response.status_code == 422
+    first = response.json()["details"]["errors"][0]
+    repeated = len(broken["tenants"]) - 1
+    assert first == {
+        "pointer": f"/tenants/{repeated}/id",
+        "detail": f"repeats the tenant of /tenants/{broken['tenants'].index(dev)}",
+    }
+    assert await _snapshot(fake) == before
