@@ -201,6 +201,8 @@ class Database:
                 f"{path} was written by a newer fake-lucy (schema version {version}; this one knows"
                 f" up to {SCHEMA_VERSION}): run that fake-lucy, or give this one another --database"
             )
+        if tables:  # a file of its own, damaged inside its pages, would answer every write 503 for ever
+            self._check_pages(path)
         if path != MEMORY:
             self.conn.execute("PRAGMA journal_mode = WAL")
             # WAL + OFF: a commit is handed to the OS, so it survives a crash or kill of the process
@@ -208,6 +210,21 @@ class Database:
             # checkpoint cost ~40% of a recall's time (benchmarks/RESULTS.md).
             self.conn.execute("PRAGMA synchronous = OFF")
         self.conn.execute("PRAGMA foreign_keys = OFF")
+
+    def _check_pages(self, path: str) -> None:
+        """SQLite's ``quick_check`` of an existing file (~0.2 s for 100 MB): a damaged one is refused
+        at start, in one line naming the way back, rather than served."""
+        try:
+            (verdict,) = self.conn.execute("PRAGMA quick_check(1)").fetchone()
+        except sqlite3.DatabaseError as exc:
+            verdict = str(exc)
+        verdict = " ".join(str(verdict).split())  # SQLite's lines, as one
+        if verdict != "ok":
+            self.conn.close()
+            raise ForeignDatabaseError(
+                f"{path} is damaged (SQLite's quick_check: {verdict}); start on another --database,"
+                " with --import of a snapshot taken before, to go on from there"
+            )
 
     def create_schema(self) -> None:
         """Create every table that does not exist yet, with its indexes; bring a file written by an

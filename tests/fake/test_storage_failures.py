@@ -5,6 +5,7 @@ A full disk is SQLite's ``max_page_count`` reached: the same ``SQLITE_FULL`` a f
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import uuid
 from pathlib import Path
@@ -201,3 +202,28 @@ def test_serve_on_a_database_another_process_keeps_locked_is_one_line_and_exit_1
     finally:
         other.close()
     assert capsys.readouterr().err == f"fake-lucy: cannot write the database {path} (database is locked)\n"
+
+
+async def test_a_database_damaged_inside_its_pages_is_refused_at_start_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its header is sound, so it opened, and every write was then a 503 "retryable" for ever
+    (SQLite: database disk image is malformed); SQLite's quick_check at start finds it."""
+    path = tmp_path / "damaged.sqlite3"
+    fake = InProcessFake(path)
+    async with fake.client() as api:
+        for n in range(60):  # pages enough that the damage lands inside the tables
+            assert (await propose(api, proposal_body(f"Fact {n}: " + "words " * 80))).status_code == 201
+    await fake.aclose()
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    with path.open("r+b") as file:
+        file.seek(3 * 4096)
+        file.write(b"\xff" * 4096)
+    assert main(["serve", "--database", str(path), "--port", "0"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"fake-lucy: {path} is damaged (SQLite's quick_check: ")
+    assert err.endswith(
+        "); start on another --database, with --import of a snapshot taken before, to go on from there\n"
+    )
+    assert len(err.splitlines()) == 1
