@@ -136,13 +136,17 @@
   // were: after one on a card, the focus goes to the card now in the acted one's place (the next in
   // line); after any other, to the page's heading. The status line says what was done.
   var PLACE = "fake-lucy-console-place";
+  var PLACE_MS = 10000;
   function keepPlace(form, submitter, target) {
     var card = form.closest("article.proposal");
     var cards = Array.prototype.slice.call(document.querySelectorAll("article.proposal"));
     var url = new URL(target, window.location.href);
     var named = submitter && (submitter.getAttribute("aria-label") || submitter.textContent.trim());
     try {
-      window.sessionStorage.setItem(PLACE, JSON.stringify({ at: url.pathname + url.search, index: cards.indexOf(card), done: named || "" }));
+      window.sessionStorage.setItem(
+        PLACE,
+        JSON.stringify({ at: url.pathname + url.search, index: cards.indexOf(card), done: named || "", when: Date.now() })
+      );
     } catch (ignored) {
       // no storage (a private window's policy): the page loads at its top, as without JavaScript
     }
@@ -155,7 +159,9 @@
     } catch (ignored) {
       return;
     }
-    if (!kept || kept.at !== window.location.pathname + window.location.search) {
+    // the load the action led to, not a later visit (the reviewer went elsewhere before it came)
+    var fresh = kept && typeof kept.when === "number" && Date.now() - kept.when < PLACE_MS;
+    if (!fresh || kept.at !== window.location.pathname + window.location.search) {
       return;
     }
     var cards = document.querySelectorAll("article.proposal");

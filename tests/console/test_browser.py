@@ -146,6 +146,8 @@ def context(
         windows[live.base_url] = (context, context.new_page())
     else:
         tab.unroute_all(behavior="ignoreErrors")
+        if tab.url.startswith(live.base_url):  # what a new context would not hold: the kept place
+            tab.evaluate("window.sessionStorage.clear()")
         tab.goto("about:blank")  # the page's scripts end here, before the next test resets the fake
 
 
