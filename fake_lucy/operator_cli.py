@@ -994,6 +994,8 @@ def _write_bytes(out: TextIO, data: bytes) -> None:
 def _snapshot(api: _Api, args: argparse.Namespace, out: TextIO) -> None:
     if args.action == "export":
         standard = args.file == STANDARD_STREAM
+        if standard and out is None:  # ``>&-``: the interpreter has no sys.stdout
+            raise UsageError("standard output is closed: give snapshot export a file to write")
         try:  # before the fake is asked: a folder or a file in the way, no permission, /proc
             path = file_to_write("/dev/stdout" if standard else args.file)
             if not standard:

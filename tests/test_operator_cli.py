@@ -859,6 +859,12 @@ def test_snapshot_export_and_import_take_a_dash_for_the_standard_streams(
     code, _, err = fake_lucy(capsys, "snapshot", "import", "-")
     assert code == 2
     assert err.startswith("fake-lucy: standard input is not a JSON object (")
+    monkeypatch.setattr(sys, "stdout", None)  # started with >&-: the interpreter has no stdout
+    code = cli.main(["snapshot", "export", "-"])
+    assert (code, capsys.readouterr().err) == (
+        2,
+        "fake-lucy: standard output is closed: give snapshot export a file to write\n",
+    )
 
 
 @pytest.mark.parametrize("variable", ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy"])

@@ -214,9 +214,10 @@ class LucyHttpTransport(AsyncClosing):
     """The built-in transport: httpx, one connection pool, no retries of its own.
 
     ``max_retries`` is the retry budget the client applies to propose when it uses this transport.
-    ``timeout`` bounds each attempt as a whole, connecting included (httpx's bounds each read
-    alone, so a server that sends a byte now and then would hold a call for ever); its connections
-    belong to the event loop it first sends in.
+    An attempt as a whole takes at most ``connect_timeout + timeout``: connecting at most
+    ``connect_timeout`` (past it: ``ConnectionFailedError``, nothing was sent), the rest at most
+    ``timeout`` more (httpx's ``timeout`` bounds each read alone, so a server that sends a byte now
+    and then would hold a call for ever). Its connections belong to the event loop it first sends in.
     """
 
     def __init__(
@@ -230,7 +231,7 @@ class LucyHttpTransport(AsyncClosing):
     ) -> None:
         self.origin = origin
         self.max_retries = max_retries
-        self.timeout = timeout
+        self.attempt_limit = connect_timeout + timeout
         self._loop: object | None = None  # the asyncio loop its connections belong to
         if http_transport is None and is_loopback(urlsplit(origin).hostname or ""):
             # this machine: never through a proxy from the environment (HTTP_PROXY, ALL_PROXY),
@@ -250,7 +251,7 @@ class LucyHttpTransport(AsyncClosing):
     async def send(self, request: TransportRequest) -> TransportResponse:
         self._check_usable(request)
         with map_transport_errors(request):
-            with anyio.fail_after(self.timeout):  # TimeoutError: a lost response (an OSError)
+            with anyio.fail_after(self.attempt_limit):  # TimeoutError: a lost response (an OSError)
                 response = await self._http.request(
                     request.method, request.path, content=request.body, headers=dict(request.headers)
                 )
@@ -283,7 +284,8 @@ class LucyHttpTransport(AsyncClosing):
             raise ConfigurationError(
                 "this client's connections belong to the event loop it first ran in, and this call runs"
                 " in another (each asyncio.run makes a new one): make the client inside the asyncio.run"
-                f" that uses it, or use SyncAgentMemoryClient; this attempt was not sent{earlier}",
+                " that uses it, or use SyncAgentMemoryClient (each client with a transport of its own);"
+                f" this attempt was not sent{earlier}",
                 operation=request.operation,
                 idempotency_key=request.idempotency_key,
                 attempts=request.attempt,

@@ -111,9 +111,17 @@
         return true;
       }
     }
-    var options = main.querySelectorAll("select option");
-    for (var j = 0; j < options.length; j++) {
-      if (options[j].selected !== options[j].defaultSelected) {
+    // a menu's first option is its choice when none is marked selected in the page
+    var menus = main.querySelectorAll("select");
+    for (var j = 0; j < menus.length; j++) {
+      var initial = 0;
+      for (var k = 0; k < menus[j].options.length; k++) {
+        if (menus[j].options[k].defaultSelected) {
+          initial = k;
+          break;
+        }
+      }
+      if (menus[j].selectedIndex !== initial) {
         return true;
       }
     }

@@ -122,7 +122,6 @@ def _rolled_back() -> sqlite3.OperationalError:
 _STORAGE_CODES = frozenset(
     {
         sqlite3.SQLITE_BUSY,
-        sqlite3.SQLITE_LOCKED,
         sqlite3.SQLITE_FULL,
         sqlite3.SQLITE_READONLY,
         sqlite3.SQLITE_IOERR,

@@ -749,3 +749,20 @@ def test_console_pages_load_with_no_failed_request_or_console_error_and_name_the
         ".then(r => r.status + ' ' + r.headers.get('content-type'))"
     )
     assert icon == "200 image/svg+xml"
+
+
+@pytest.mark.parametrize("path", ["/proposals", "/settings"])
+def test_an_untouched_page_with_menus_follows_the_live_updates(
+    page: Page, live: LiveServer, path: str
+) -> None:
+    """A menu none of whose options the page marks selected shows its first: that is no choice of
+    the reviewer's, and the page goes on updating (it held every update, for ever)."""
+    page.goto(CONSOLE + path)
+    expect(page.locator("#live-status")).to_have_text("live")
+    if path == "/proposals":
+        created = propose(live, proposal_body("Listed live."))
+        expect(page.get_by_text(created["id"])).to_be_visible()
+    else:
+        with control(live) as http:
+            assert http.post("/_fake/clock/advance", json={"seconds": 60}).status_code == 200
+    expect(page.locator("#live-status")).to_contain_text("live · updated")

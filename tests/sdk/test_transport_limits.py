@@ -16,6 +16,7 @@ from lucy_memory import (
     AgentMemoryClient,
     ClientClosedError,
     ConfigurationError,
+    ConnectionFailedError,
     ResponseLostError,
 )
 from tests.sdk.helpers import BOTH, DEV_TOKEN, RecordingSleep, http_transport, make_client, proposal_json
@@ -40,13 +41,40 @@ class _TrickleTransport(httpx.AsyncBaseTransport):
 
 @pytest.mark.anyio
 async def test_timeout_bounds_a_whole_attempt_not_each_read(fake: InProcessFake) -> None:
-    transport = http_transport(fake, http=_TrickleTransport(), timeout=0.05)
+    transport = http_transport(fake, http=_TrickleTransport(), timeout=0.05, connect_timeout=0.05)
     client = AgentMemoryClient(transport=transport, token=DEV_TOKEN, permissions=BOTH, sleep=RecordingSleep())
     with anyio.fail_after(10):  # before the bound, the call never ended
         with pytest.raises(ResponseLostError) as caught:
             await client.recall('{"query": "database"}')
     assert isinstance(caught.value.__cause__, TimeoutError)
     assert caught.value.attempts == 1
+    await client.aclose()
+
+
+class _ConnectsSlowly(httpx.AsyncBaseTransport):
+    """A connection that cannot be made: httpx's own connect timeout ends it (nothing was sent)."""
+
+    def __init__(self, connect_timeout: float) -> None:
+        self.connect_timeout = connect_timeout
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        with anyio.move_on_after(self.connect_timeout):
+            await anyio.Event().wait()
+        raise httpx.ConnectTimeout("timed out connecting")
+
+
+@pytest.mark.anyio
+async def test_a_connect_that_times_out_is_a_connection_failure_whatever_timeout_is(
+    fake: InProcessFake,
+) -> None:
+    """The attempt's bound is connect_timeout + timeout: a timeout shorter than connect_timeout
+    does not end a connect that is still trying as a lost response (which says it may have run)."""
+    transport = http_transport(fake, http=_ConnectsSlowly(0.2), timeout=0.05, connect_timeout=0.2)
+    client = AgentMemoryClient(transport=transport, token=DEV_TOKEN, permissions=BOTH, sleep=RecordingSleep())
+    with anyio.fail_after(10):
+        with pytest.raises(ConnectionFailedError) as caught:
+            await client.recall('{"query": "database"}')
+    assert "nothing was sent" in str(caught.value)
     await client.aclose()
 
 
