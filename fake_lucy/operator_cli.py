@@ -21,6 +21,7 @@ import re
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any, NoReturn, TextIO, TypeVar
 
@@ -991,17 +992,24 @@ def _write_bytes(out: TextIO, data: bytes) -> None:
         buffer.flush()
 
 
+def _export_target(args: argparse.Namespace, out: TextIO) -> tuple[str, Callable[[bytes], None], TextIO]:
+    """Where ``snapshot export`` writes, checked before the fake is asked: its name, the writer,
+    and where the report goes (stderr when the snapshot goes to a stream: it is not put into it)."""
+    if args.file == STANDARD_STREAM:
+        if out is None:  # ``>&-``: the interpreter has no sys.stdout
+            raise UsageError("standard output is closed: give snapshot export a file to write")
+        return "standard output", partial(_write_bytes, out), sys.stderr
+    try:  # a folder or a file in the way, no permission, /proc
+        path = file_to_write(args.file)
+        check_writable(path)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    return str(path), partial(write_atomically, path), sys.stderr if is_stream(path) else out
+
+
 def _snapshot(api: _Api, args: argparse.Namespace, out: TextIO) -> None:
     if args.action == "export":
-        standard = args.file == STANDARD_STREAM
-        if standard and out is None:  # ``>&-``: the interpreter has no sys.stdout
-            raise UsageError("standard output is closed: give snapshot export a file to write")
-        try:  # before the fake is asked: a folder or a file in the way, no permission, /proc
-            path = file_to_write("/dev/stdout" if standard else args.file)
-            if not standard:
-                check_writable(path)
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
+        shown, write, report = _export_target(args, out)
         include = "true" if args.include_journal else "false"
         response = api.send("GET", "/snapshot", params={"include_journal": include})
         try:
@@ -1009,23 +1017,20 @@ def _snapshot(api: _Api, args: argparse.Namespace, out: TextIO) -> None:
         except InvalidJSONError:
             raise ApiError(f"the answer from {api.url} is not a snapshot (not a JSON object)") from None
         data = response.content.rstrip(b"\n") + b"\n"  # the bytes as sent
-        stream = standard or is_stream(path)  # /dev/stdout, a pipe: the report goes to stderr, not into it
         try:
-            if standard:
-                _write_bytes(out, data)
-            else:
-                write_atomically(path, data)
+            write(data)
         except BrokenPipeError:  # a pipe's reader went away (``| head``): quietly, as any command
             raise
         except (OSError, ValueError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-            raise UsageError(f"cannot write {path} ({reason})") from None
+            raise UsageError(f"cannot write {shown} ({reason})") from None
         size, tenants = len(data), len(document.get("tenants") or [])
+        file = args.file if args.file == STANDARD_STREAM else shown
         _say(
-            sys.stderr if stream else out,
+            report,
             args,
-            {"file": args.file if standard else str(path), "bytes": size},
-            f"{'standard output' if standard else path} written ({size} bytes, {tenants} tenant(s))",
+            {"file": file, "bytes": size},
+            f"{shown} written ({size} bytes, {tenants} tenant(s))",
         )
         return
     path = Path(args.file)
