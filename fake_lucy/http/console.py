@@ -179,6 +179,14 @@ class _BadInput(Exception):
     """A page or form value that cannot be read (→ 400)."""
 
 
+def delete_question(memory_id: str) -> str:
+    """What Delete asks (the page's script, or without it a page of its own)."""
+    return (
+        f"Delete memory {memory_id}? It is no longer recalled, and pending proposals that replace it"
+        " are superseded for good (a restore brings back the memory, not them)."
+    )
+
+
 class _Unconfirmed(Exception):
     """A destructive action sent without ``confirmed=yes``: the page's script asks first and says
     so in the form; without it, the answer is a page that asks (``confirm.html``)."""
@@ -199,7 +207,13 @@ class Console:
         self.env.filters.update(
             visible=visible_markup, when=_when, until=_until, chart=_chart, segment=path_segment
         )
-        self.env.globals.update(word_diff=word_diff, prefix=PREFIX, version=__version__, statuses=STATUSES)
+        self.env.globals.update(
+            word_diff=word_diff,
+            prefix=PREFIX,
+            version=__version__,
+            statuses=STATUSES,
+            delete_question=delete_question,
+        )
         package = resources.files("fake_lucy") / "static"
         self.static = {name: (package / name).read_bytes() for name in _STATIC}
 
@@ -513,11 +527,7 @@ def console_router(fake: FakeLucy, stream: EventStream) -> APIRouter:
         memory_id = path["memory_id"]
         if form.get("confirmed") != "yes":  # asked by the page's script, or now by a page of its own
             admin.memory_to_delete(conn, memory_id, scope=_scope(session))  # an unknown one: its 404
-            raise _Unconfirmed(
-                f"Delete memory {memory_id}? It is no longer recalled, and pending proposals that"
-                " replace it are superseded for good (a restore brings back the memory, not them).",
-                f"Delete {memory_id}",
-            )
+            raise _Unconfirmed(delete_question(memory_id), f"Delete {memory_id}")
         admin.delete_memory(conn, memory_id, scope=_scope(session))
 
     def restore_memory(
