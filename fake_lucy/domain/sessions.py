@@ -79,14 +79,19 @@ def _start(conn: sqlite3.Connection, tenant: str | None, admin_sha256: str) -> s
     return session_id
 
 
+def _admin_holds(
+    made_by: str | None, tenant_admin: str | None, *, tenant: str | None, server_admin: str | None
+) -> bool:
+    """Is the admin token a session or link was made with (``made_by``) still the admin token of
+    its reach: the server's, or ``tenant``'s (``tenant_admin``: that tenant's now, if any)?"""
+    now = server_admin if tenant is None else tenant_admin
+    return made_by is not None and now is not None and hmac.compare_digest(made_by, now)
+
+
 def _valid(row: store.SessionRow, server_admin: str | None, now: int) -> bool:
     """Used within ``IDLE_SECONDS``, and its admin token still the admin token of its reach."""
-    admin_now = server_admin if row.tenant_id is None else row.tenant_admin_sha256
-    return (
-        now - row.seen_us <= IDLE_SECONDS * 10**6
-        and admin_now is not None
-        and row.admin_sha256 is not None
-        and hmac.compare_digest(row.admin_sha256, admin_now)
+    return now - row.seen_us <= IDLE_SECONDS * 10**6 and _admin_holds(
+        row.admin_sha256, row.tenant_admin_sha256, tenant=row.tenant_id, server_admin=server_admin
     )
 
 
@@ -141,9 +146,11 @@ def use_link(conn: sqlite3.Connection, token: str, server_admin: str | None) -> 
     """Spend a link: a new session's id, or None when the link is unknown, used or expired, or the
     admin token it was made for is no longer the admin token of its reach."""
     link = store.take_link(conn, _digest(token))
-    if link is None or link.expires_us < _now_us() or link.admin_sha256 is None:
+    if link is None or link.expires_us < _now_us():
         return None
-    admin_now = server_admin if link.tenant_id is None else store.tenant_admin_sha256(conn, link.tenant_id)
-    if admin_now is None or not hmac.compare_digest(link.admin_sha256, admin_now):
+    tenant_admin = None if link.tenant_id is None else store.tenant_admin_sha256(conn, link.tenant_id)
+    if link.admin_sha256 is None or not _admin_holds(
+        link.admin_sha256, tenant_admin, tenant=link.tenant_id, server_admin=server_admin
+    ):
         return None
     return _start(conn, link.tenant_id, link.admin_sha256)
