@@ -306,14 +306,11 @@ def _check_references(document: dict[str, Any]) -> None:
                         }
                     )
         problems.extend(_unheld(tenant, base, "credentials", held))
-        versions: dict[str, int] = {}
-        scopes: dict[str, Any] = {}
         for m, memory in enumerate(tenant["memories"]):
             problems.extend(_version_problems(f"{base}/memories/{m}", memory))
-            versions[memory["id"]] = len(memory["versions"])
-            scopes[memory["id"]] = memory["scope"]
+        memories = {memory["id"]: memory for memory in tenant["memories"]}
         for i, proposal in enumerate(tenant["proposals"]):
-            problems.extend(_proposal_problems(f"{base}/proposals/{i}", proposal, versions, scopes))
+            problems.extend(_proposal_problems(f"{base}/proposals/{i}", proposal, memories))
         problems.extend(_secrets(tenant, base))
         for collection in ("proposals", "idempotency_records", "ledger", "journal"):
             problems.extend(_unheld(tenant, base, collection, held))
@@ -423,7 +420,7 @@ def _propose_answer(body: str) -> dict[str, Any] | None:
 
 
 def _proposal_problems(
-    pointer: str, proposal: dict[str, Any], versions: dict[str, int], scopes: dict[str, Any]
+    pointer: str, proposal: dict[str, Any], memories: dict[str, dict[str, Any]]
 ) -> list[dict[str, str]]:
     """An approved proposal names the memory version it made, of its tenant, and only an approved
     one does; what a proposal replaces is a version of a memory of its tenant, in the proposal's
@@ -438,15 +435,19 @@ def _proposal_problems(
             else "must be null unless approved"
         )
         problems.append({"pointer": f"{pointer}/memory", "detail": detail})
-    elif memory is not None and not 1 <= memory["version"] <= versions.get(memory["id"], 0):
+    elif memory is not None and not _holds_version(memories, memory["id"], memory["version"]):
         problems.append({"pointer": f"{pointer}/memory", "detail": "names no memory version of its tenant"})
-    if replaces is not None and not 1 <= replaces["version"] <= versions.get(replaces["memory_id"], 0):
+    if replaces is not None and not _holds_version(memories, replaces["memory_id"], replaces["version"]):
         problems.append({"pointer": f"{pointer}/replaces", "detail": "names no memory version of its tenant"})
-    elif replaces is not None and proposal["scope"] != scopes[replaces["memory_id"]]:
+    elif replaces is not None and proposal["scope"] != memories[replaces["memory_id"]]["scope"]:
         problems.append(
             {"pointer": f"{pointer}/scope", "detail": "must equal the scope of the memory it replaces"}
         )
     return problems
+
+
+def _holds_version(memories: dict[str, dict[str, Any]], memory_id: str, version: int) -> bool:
+    return memory_id in memories and 1 <= version <= len(memories[memory_id]["versions"])
 
 
 def _version_problems(pointer: str, memory: dict[str, Any]) -> list[dict[str, str]]:
