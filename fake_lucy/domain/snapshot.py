@@ -314,6 +314,13 @@ def _check_references(document: dict[str, Any]) -> None:
         problems.extend(_secrets(tenant, base))
         for collection in ("proposals", "idempotency_records", "ledger", "journal"):
             problems.extend(_unheld(tenant, base, collection, held))
+        problems.extend(_ledger_problems(tenant, base))
+        problems.extend(
+            {"pointer": f"{base}/{collection}/{i}/tenant", "detail": f"must be its tenant, {tenant['id']}"}
+            for collection in ("ledger", "journal")
+            for i, entry in enumerate(tenant.get(collection, []))
+            if entry["tenant"] != tenant["id"]
+        )
         for collection, seen in request_ids.items():
             for i, entry in enumerate(tenant.get(collection, [])):
                 if entry["request_id"] in seen:
@@ -443,6 +450,38 @@ def _proposal_problems(
         problems.append(
             {"pointer": f"{pointer}/scope", "detail": "must equal the scope of the memory it replaces"}
         )
+    return problems
+
+
+def _ledger_problems(tenant: dict[str, Any], base: str) -> list[dict[str, str]]:
+    """The ledger is each account's history: a charge takes one credit, each
+    row's balance is the one before it plus its amount, and the last is the account's balance (a
+    ledger that says otherwise would show, in the listing and the console's chart, balances the
+    account never had)."""
+    problems: list[dict[str, str]] = []
+    last: dict[str, tuple[int, int]] = {}  # account → (row, balance after it)
+    for i, entry in enumerate(tenant["ledger"]):
+        here = f"{base}/ledger/{i}"
+        if entry["operation"] != "admin_set" and entry["amount"] != -1:
+            problems.append({"pointer": f"{here}/amount", "detail": "must be -1: a charge takes one credit"})
+        before = last.get(entry["account"])
+        if before is not None and entry["balance_after"] != before[1] + entry["amount"]:
+            problems.append(
+                {
+                    "pointer": f"{here}/balance_after",
+                    "detail": f"must be the balance after ledger/{before[0]} ({before[1]}) plus amount",
+                }
+            )
+        last[entry["account"]] = (i, entry["balance_after"])
+    for a, account in enumerate(tenant["accounts"]):
+        held = last.get(account["id"])
+        if held is not None and account["balance"] != held[1]:
+            problems.append(
+                {
+                    "pointer": f"{base}/accounts/{a}/balance",
+                    "detail": f"must be the balance after its last ledger row, ledger/{held[0]} ({held[1]})",
+                }
+            )
     return problems
 
 

@@ -279,6 +279,42 @@ def _ledger_request_twice(document: dict[str, Any]) -> str:
     return f"/tenants/{t}/ledger/1/request_id"
 
 
+def _ledger_of_another_tenant(document: dict[str, Any]) -> str:
+    t, dev = _dev(document)
+    dev["ledger"][0]["tenant"] = "tenant-made"
+    return f"/tenants/{t}/ledger/0/tenant"
+
+
+def _journal_row_of_another_tenant(document: dict[str, Any]) -> str:
+    t, dev = _dev(document)
+    dev["journal"][2]["tenant"] = "tenant-made"
+    return f"/tenants/{t}/journal/2/tenant"
+
+
+def _charge_of_two_credits(document: dict[str, Any]) -> str:
+    t, dev = _dev(document)
+    i = 0  # an account's first row: no row before it for its balance to follow from
+    assert dev["ledger"][i]["operation"] != "admin_set"
+    dev["ledger"][i]["amount"] = -2
+    return f"/tenants/{t}/ledger/{i}/amount"
+
+
+def _ledger_balance_out_of_step(document: dict[str, Any]) -> str:
+    t, dev = _dev(document)
+    account = dev["ledger"][-1]["account"]
+    [i] = [i for i, entry in enumerate(dev["ledger"]) if entry["account"] == account][:1]
+    dev["ledger"][i]["balance_after"] += 1  # the account's next row no longer follows from its first
+    following = next(j for j, entry in enumerate(dev["ledger"]) if entry["account"] == account and j > i)
+    return f"/tenants/{t}/ledger/{following}/balance_after"
+
+
+def _balance_not_the_ledgers(document: dict[str, Any]) -> str:
+    t, dev = _dev(document)
+    [a] = [a for a, account in enumerate(dev["accounts"]) if account["id"] == "acct_snap"]
+    dev["accounts"][a]["balance"] = 39
+    return f"/tenants/{t}/accounts/{a}/balance"
+
+
 @pytest.mark.parametrize(
     "break_it",
     [
@@ -298,20 +334,25 @@ def _ledger_request_twice(document: dict[str, Any]) -> str:
         _current_version_superseded,
         _replaces_a_memory_in_another_scope,
         _ledger_request_twice,
+        _ledger_of_another_tenant,
+        _journal_row_of_another_tenant,
+        _charge_of_two_credits,
+        _ledger_balance_out_of_step,
+        _balance_not_the_ledgers,
     ],
 )
 async def test_a_snapshot_the_schema_takes_but_the_fake_could_not_serve_is_a_422(fake, break_it) -> None:
     """Each of these was restored, and a later replay, tenant reset or console page answered 500 (or
-    the fake wrote times it could not read back)."""
+    the fake wrote times it could not read back, or its ledger showed balances no account had)."""
     await _lifecycle(fake)
     await fake.admin.create_tenant("tenant-made")
-    before = await _snapshot(fake)
+    before = await _snapshot(fake, include_journal="true")
     broken = copy.deepcopy(before)
     pointer = break_it(broken)
     response = await _put(fake, broken)
     assert response.status_code == 422, response.text
     assert [e["pointer"] for e in response.json()["details"]["errors"]] == [pointer]
-    assert await _snapshot(fake) == before
+    assert await _snapshot(fake, include_journal="true") == before
 
 
 async def test_a_restored_snapshot_is_a_server_wide_reset_event(fake) -> None:

@@ -88,7 +88,9 @@ async def test_a_tenant_admins_snapshot_holds_its_tenant_and_a_put_replaces_it_a
         assert [p["content"] for p in (await own.proposals())["items"]] == ["Before the snapshot."]
         assert (await recall(client, "snapshot")).status_code == 200  # the credential still works
         # the admin token still works, and the document of another tenant is refused
-        document["tenants"][0]["id"] = "bob"
+        document["tenants"][0]["id"] = "bob"  # as bob's own snapshot says it, in every row
+        for entry in document["tenants"][0]["ledger"] + document["tenants"][0]["journal"]:
+            entry["tenant"] = "bob"
         with pytest.raises(AdminError, match="names another tenant than the one restored"):
             await own.call("PUT", "/snapshot", document)
     assert [p["content"] for p in (await admin.proposals(tenant="bob"))["items"]] == ["Bob's own proposal."]
