@@ -44,6 +44,9 @@ from fake_lucy.store.connection import storage_failure
 from fake_lucy.text import one_line
 from lucy_memory._contract import load_contract
 
+# The methods HTTP defines (RFC 9110 9.3, and PATCH): an error names one of these, and only these.
+_HTTP_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"})
+
 __all__ = ["create_app", "create_app_from_environment"]
 
 log = logging.getLogger("fake_lucy")
@@ -266,9 +269,11 @@ def create_app(
         assert isinstance(exc, StarletteHTTPException)
         headers = dict(exc.headers or {})
         if exc.status_code == 405:
+            # a method of HTTP's own is named; any other is the client's text, never echoed
+            method = request.method if request.method in _HTTP_METHODS else "this method"
             error = DomainError(
                 "method_not_allowed",
-                f"this path does not answer {request.method}",
+                f"this path does not answer {method}",
                 headers={
                     "Allow": ", ".join(
                         allowed_methods(request.scope, [*app.router.routes, *control.routes, *console.routes])

@@ -204,6 +204,16 @@ async def test_unknown_routes_and_methods_are_problems(api) -> None:
     wrong = await api.delete(V1 + "/recall")
     assert (wrong.status_code, wrong.json()["code"]) == (405, "method_not_allowed")
     assert wrong.headers["Allow"] == "POST"
+    assert wrong.json()["detail"] == "this path does not answer DELETE"
+
+
+async def test_a_405_never_echoes_a_method_http_does_not_define(api) -> None:
+    """The method is the client's text: one shaped like a token is said as "this method"."""
+    secret = "ghp_" + "a" * 36
+    wrong = await api.request(secret, V1 + "/recall")
+    assert (wrong.status_code, wrong.json()["code"]) == (405, "method_not_allowed")
+    assert wrong.json()["detail"] == "this path does not answer this method"
+    assert secret not in wrong.text
 
 
 def _control_paths() -> dict[str, set[str]]:

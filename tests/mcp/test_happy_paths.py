@@ -146,9 +146,12 @@ def test_without_any_client_name_the_source_is_lucy_memory_mcp() -> None:
 async def test_an_unknown_tool_is_an_error_result_and_sends_nothing(fake, admin) -> None:
     async with connect(fake) as client:
         result = await client.call_tool("memory_delete", {"id": "mem_x"})
+        shaped_like_a_key = await client.call_tool("AKIAIOSFODNN7EXAMPLE", {})
     assert result.is_error is True
     assert result.structured_content is None
     assert "unknown_tool" in text_of(result)
+    assert "memory_delete" not in text_of(result)  # the host's text is never echoed
+    assert "AKIAIOSFODNN7EXAMPLE" not in text_of(shaped_like_a_key)
     assert "memory_recall, memory_propose, memory_proposal_status" in text_of(result)
     assert await admin.requests() == []
 

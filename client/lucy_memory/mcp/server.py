@@ -155,7 +155,8 @@ class LucyMemoryTools:
         operation = _OPERATION.get(params.name)
         if operation is None:
             return _error(
-                f"Error unknown_tool: this server has no tool {params.name!r}; its tools are "
+                # the name is the host's text, never echoed (it may hold a secret)
+                "Error unknown_tool: this server has no tool of that name; its tools are "
                 + ", ".join(TOOL_NAMES)
                 + ". Nothing was sent or charged."
             )
