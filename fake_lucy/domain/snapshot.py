@@ -397,7 +397,8 @@ def _strings(node: Any) -> list[str]:
 
 def _secrets(tenant: dict[str, Any], base: str) -> list[dict[str, str]]:
     """Secret-looking text the fake would store (SPEC 1.5): a restore is no way around the scan
-    a propose meets. Memory versions, proposals and the stored answers a replay would send."""
+    a propose meets. Memory versions, proposals, idempotency keys and the stored answers a replay
+    would send."""
     problems: list[dict[str, str]] = []
     for m, memory in enumerate(tenant["memories"]):
         for v, version in enumerate(memory["versions"]):
@@ -406,6 +407,11 @@ def _secrets(tenant: dict[str, Any], base: str) -> list[dict[str, str]]:
     for i, proposal in enumerate(tenant["proposals"]):
         for field in ("content", "justification", "topic", "source", "reason_detail"):
             problems += _secret_found(f"{base}/proposals/{i}/{field}", proposal[field])
+    # idempotency keys, which a live request with one shaped like a secret never leaves behind
+    for i, record in enumerate(tenant["idempotency_records"]):
+        problems += _secret_found(f"{base}/idempotency_records/{i}/key", record["key"])
+    for i, entry in enumerate(tenant.get("journal", [])):
+        problems += _secret_found(f"{base}/journal/{i}/idempotency_key", entry["idempotency_key"])
     for i, record in enumerate(tenant["idempotency_records"]):
         answer = None if record["body"] is None else _propose_answer(record["body"])
         if answer is not None:  # one that is no answer is refused already (_check_references)

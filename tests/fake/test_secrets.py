@@ -271,6 +271,8 @@ def _first_memory_and_proposal(document: dict) -> tuple[str, dict, dict]:
         ("proposal", "justification"),
         ("proposal", "source"),
         ("proposal", "reason_detail"),
+        ("idempotency_records", "key"),
+        ("journal", "idempotency_key"),
     ],
 )
 async def test_a_snapshot_holding_a_secret_is_refused_and_changes_nothing(
@@ -278,11 +280,16 @@ async def test_a_snapshot_holding_a_secret_is_refused_and_changes_nothing(
 ) -> None:
     await approved_memory(api, admin, "We use PostgreSQL 16.")
     await propose(api, proposal_body("Cache with Redis.", justification="Agreed in review."))
-    document = await admin.call("GET", "/snapshot")
+    document = await admin.call("GET", "/snapshot", include_journal=True)
     base, memory, proposal = _first_memory_and_proposal(document)
     if where == "memory":
         memory["versions"][0][field] = f"the key is {AWS}"
         pointer = f"{base}/memories/0/versions/0/{field}"
+    elif where != "proposal":  # a key that a request with it as its header would have been refused
+        [tenant] = [t for t in document["tenants"] if proposal in t["proposals"]]
+        [i] = [i for i, row in enumerate(tenant[where]) if row[field]][-1:]
+        tenant[where][i][field] = AWS
+        pointer = f"{base}/{where}/{i}/{field}"
     else:
         proposal[field] = f"the key is {AWS}"
         [tenant] = [t for t in document["tenants"] if proposal in t["proposals"]]
@@ -295,7 +302,7 @@ async def test_a_snapshot_holding_a_secret_is_refused_and_changes_nothing(
         "pointer": pointer,
         "detail": "holds secret-looking text (aws_access_key_id); a snapshot never brings one in",
     }
-    assert AWS not in json.dumps(await admin.call("GET", "/snapshot"))
+    assert AWS not in json.dumps(await admin.call("GET", "/snapshot", include_journal=True))
 
 
 def test_a_seed_holding_a_secret_is_refused_before_anything_is_stored(tmp_path: Path) -> None:
