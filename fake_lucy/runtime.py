@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import sqlite3
 import time
@@ -17,7 +16,7 @@ from fake_lucy.domain.defaults import DEFAULT_ADMIN_TOKEN
 from fake_lucy.domain.ids import IdFactory
 from fake_lucy.settings import FakeLucySettings
 from fake_lucy.store.connection import MEMORY, Database, storage_failure
-from lucy_memory._contract import SecretScanner, load_contract
+from lucy_memory._contract import InvalidJSONError, SecretScanner, load_contract, parse_json_object
 
 __all__ = ["DatabaseUnusableError", "FakeLucy", "SeedMismatchError"]
 
@@ -78,13 +77,12 @@ class FakeLucy:
     def _load_seed(path: Path | None) -> dict[str, Any]:
         if path is None:
             return seeding.DEFAULT_SEED
-        try:
-            with path.open(encoding="utf-8") as handle:
-                document = json.load(handle)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ValueError(f"the seed file {path} is not UTF-8 JSON ({exc})") from None
-        except RecursionError:
-            raise ValueError(f"the seed file {path} is nested too deeply to be a seed") from None
+        try:  # as strictly as a snapshot or a request body: a repeated key is refused, never half-read
+            document = parse_json_object(path.read_bytes())
+        except OSError as exc:
+            raise ValueError(f"cannot read the seed file {path} ({exc.strerror or exc})") from None
+        except InvalidJSONError as exc:
+            raise ValueError(f"the seed file {path} is not a JSON object ({exc})") from None
         try:
             return seeding.validate_seed(document)
         except ValueError as exc:

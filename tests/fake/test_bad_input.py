@@ -54,6 +54,18 @@ async def test_malformed_json_is_400_invalid_json_and_changes_nothing(api, admin
 
 
 @pytest.mark.parametrize(
+    ("body", "detail"),
+    [
+        (b'{"query": "a\x00b"}', "not valid JSON: Invalid control character at line 1 column 13"),
+        (b'{"query": }', "not valid JSON: Expecting value at line 1 column 11"),
+    ],
+)
+async def test_invalid_json_says_where_in_one_plain_sentence(api, body, detail) -> None:
+    response = await api.post(V1 + "/recall", content=body, headers={"Content-Type": "application/json"})
+    assert (response.status_code, response.json()["detail"]) == (400, detail)
+
+
+@pytest.mark.parametrize(
     "content_type",
     [
         None,

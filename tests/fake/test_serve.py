@@ -112,7 +112,7 @@ def _foreign_database(path: Path) -> None:
         (None, [], {"FAKE_LUCY_QUIET": "banana"}, "--quiet (FAKE_LUCY_QUIET): "),
         (None, ["--database", "{db}"], {"FAKE_LUCY_IMPORT": "{dir}/none.json"}, "cannot read the snapshot"),
         ("bad-seed", ["--seed", "{seed}", "--database", "{db}"], {}, "the seed file"),
-        ("deep-seed", ["--seed", "{seed}", "--database", "{db}"], {}, "nested too deeply"),
+        ("deep-seed", ["--seed", "{seed}", "--database", "{db}"], {}, "nested deeper than"),
         (
             None,
             ["--database", "{db}"],

@@ -87,7 +87,9 @@ def parse_json_object(data: bytes | str) -> dict[str, Any]:
         raise
     except json.JSONDecodeError as exc:
         # msg/lineno/colno describe the position only; exc.doc (the input) is never used.
-        raise InvalidJSONError(f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+        # ("Invalid control character at" ends in its own "at")
+        where = f"at line {exc.lineno} column {exc.colno}"
+        raise InvalidJSONError(f"not valid JSON: {exc.msg.removesuffix(' at')} {where}") from None
     except (ValueError, RecursionError):
         # int() refuses numbers with too many digits; deep nesting exhausts the stack.
         raise InvalidJSONError(
