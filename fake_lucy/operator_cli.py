@@ -15,7 +15,6 @@ import argparse
 import codecs
 import contextlib
 import json
-import math
 import os
 import re
 import sys
@@ -28,7 +27,7 @@ from typing import Any, NoReturn, TextIO, TypeVar
 import httpx
 
 from fake_lucy.addresses import fake_address, is_loopback, loopback_url, path_segment, shown_url
-from fake_lucy.domain import findings
+from fake_lucy.domain import clock, findings
 from fake_lucy.domain.clock import parse_timestamp
 from fake_lucy.domain.defaults import DEFAULT_ADMIN_TOKEN
 from fake_lucy.dumps import snapshot_in
@@ -61,8 +60,6 @@ COMMANDS = (
     "snapshot",
 )
 CONTENT_WIDTH = 60
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400}
 
 
 class UsageError(Exception):
@@ -83,23 +80,11 @@ class StreamEnded(Exception):
 
 
 def parse_duration(text: str) -> float:
-    """``90s``, ``15m``, ``2h``, ``7d``, ``1h30m`` or plain seconds → seconds (finite, not negative)."""
-    value = text.strip().lower()
+    """``90s``, ``15m``, ``2h``, ``7d``, ``1h30m`` or plain seconds → seconds (the console reads the same)."""
     try:
-        seconds = float(value)
+        return clock.parse_duration(text)
     except ValueError:
-        pass
-    else:
-        if not math.isfinite(seconds) or seconds < 0:  # float() also reads nan, inf and -5
-            raise UsageError(f"{text!r} is not a duration (like 90s, 15m, 2h, 7d)")
-        return seconds
-    parts = _DURATION.findall(value)
-    if not parts or "".join(number + unit for number, unit in parts) != value:
-        raise UsageError(f"{text!r} is not a duration (like 90s, 15m, 2h, 7d)")
-    seconds = sum(float(number) * _UNITS[unit] for number, unit in parts)
-    if not math.isfinite(seconds):  # digits enough to overflow a float
-        raise UsageError(f"{text!r} is not a duration (like 90s, 15m, 2h, 7d)")
-    return seconds
+        raise UsageError(f"{text!r} is not a duration (like 90s, 15m, 2h, 7d)") from None
 
 
 T = TypeVar("T")

@@ -522,7 +522,9 @@ def test_durations_read_like_people_write_them() -> None:
     assert parse_duration("1h30m") == 5400
     assert parse_duration("45") == 45
     assert parse_duration("0") == 0
-    for bad in ("2x", "h", "1h 30m", "", "nan", "inf", "-1", "-1h", "1e400", "9" * 400 + "d"):
+    assert parse_duration(" 1.5H ") == 5400
+    unreadable = ("1_000", "1e3", "\u0663", "\u0663s", "5 d", "1h-30m", ".5s")  # \u0663: Arabic-Indic 3
+    for bad in ("2x", "h", "1h 30m", "", "nan", "inf", "-1", "-1h", "1e400", "9" * 400 + "d", *unreadable):
         with pytest.raises(UsageError):
             parse_duration(bad)
 

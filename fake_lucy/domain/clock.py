@@ -13,6 +13,7 @@ Every change moves the credential epoch: an authenticated principal carries its 
 from __future__ import annotations
 
 import functools
+import math
 import re
 import sqlite3
 import time
@@ -23,6 +24,12 @@ from fake_lucy.domain.epochs import bump_auth_epoch
 from fake_lucy.domain.errors import DomainError, invalid_field
 from fake_lucy.store import queries
 
+# ``90s``, ``15m``, ``2h``, ``7d``, ``1h30m``, or plain seconds: ASCII digits only (``float`` would also
+# read ``1_000``, ``1e3``, ``nan`` and other scripts' digits, which no operator means as a duration)
+_DURATION = re.compile(r"(?:[0-9]+(?:\.[0-9]+)?[smhd])+|[0-9]+(?:\.[0-9]+)?")
+_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)([smhd])")
+_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400}
+
 __all__ = [
     "LATEST",
     "advance",
@@ -31,6 +38,7 @@ __all__ = [
     "from_state",
     "now",
     "now_us",
+    "parse_duration",
     "parse_timestamp",
     "real_us",
     "set_clock",
@@ -247,3 +255,19 @@ def _bring_tenants_up(conn: sqlite3.Connection, floor_us: int | None, frozen: bo
         "  ELSE max(coalesce(clock_frozen_us, :real + clock_offset_us), :floor) - :real END",
         {"frozen": frozen, "real": real, "floor": -(2**62) if floor_us is None else floor_us},
     )
+
+
+def parse_duration(text: str) -> float:
+    """``90s``, ``15m``, ``2h``, ``7d``, ``1h30m`` or plain seconds → seconds, as the operator CLI and
+    the console read what a person typed (surrounding blanks and the letters' case aside);
+    ``ValueError`` for anything else, a negative or an endless one included."""
+    value = text.strip().lower()
+    if _DURATION.fullmatch(value) is None:
+        raise ValueError("not a duration")
+    if value[-1] in _DURATION_UNITS:
+        seconds = sum(float(number) * _DURATION_UNITS[unit] for number, unit in _DURATION_PART.findall(value))
+    else:
+        seconds = float(value)
+    if not math.isfinite(seconds):  # digits enough to overflow a float
+        raise ValueError("not a duration")
+    return seconds

@@ -440,9 +440,6 @@ def _scope(session: Session) -> tenants.AdminScope:
     return tenants.SERVER if session.tenant is None else tenants.AdminScope(session.tenant)
 
 
-_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400}
-
-
 def _valid(schema: str, body: dict[str, Any]) -> dict[str, Any]:
     """A form's values checked by the control API's own request schema (the same 422)."""
     errors = schema_validator(schema).errors(body)
@@ -452,17 +449,22 @@ def _valid(schema: str, body: dict[str, Any]) -> dict[str, Any]:
 
 
 def _seconds(text: str) -> float:
-    """``90s``, ``15m``, ``2h``, ``7d`` or plain seconds."""
-    text = text.strip().lower()
-    unit = _DURATION_UNITS.get(text[-1:])
-    number = text[:-1] if unit is not None else text
+    """``90s``, ``15m``, ``2h``, ``7d``, ``1h30m`` or plain seconds (the operator CLI reads the same)."""
     try:
-        value = float(number)
+        value = clock.parse_duration(text)
     except ValueError:
         raise _BadInput("a duration is a number with s, m, h or d (90s, 2h, 7d)") from None
-    if not 0 <= value < 10**9:  # NaN too
-        raise _BadInput("a duration is a number of at least 0 and under 1,000,000,000 (of its unit)")
-    return value * (unit or 1)
+    if value >= 10**9:
+        raise _BadInput("a duration is under 1,000,000,000 seconds")
+    return value
+
+
+def _flag(form: Mapping[str, str], name: str) -> bool:
+    """A form's true/false field: anything else is a mistake, never taken as false."""
+    value = form.get(name, "")
+    if value not in ("true", "false"):
+        raise _BadInput(f"{name} is true or false")
+    return value == "true"
 
 
 def console_router(fake: FakeLucy, stream: EventStream) -> APIRouter:
@@ -548,7 +550,7 @@ def console_router(fake: FakeLucy, stream: EventStream) -> APIRouter:
     def freeze(
         conn: sqlite3.Connection, session: Session, form: Mapping[str, str], path: Mapping[str, str]
     ) -> None:
-        clock.set_clock(conn, now=None, frozen=form.get("frozen") == "true", tenant=session.tenant)
+        clock.set_clock(conn, now=None, frozen=_flag(form, "frozen"), tenant=session.tenant)
 
     post("/clock/advance", action(advance))
     post("/clock/freeze", action(freeze))

@@ -246,8 +246,13 @@ async def test_memories_clock_faults_policy_and_reset_from_the_console(
     after = await admin.clock()
     assert after["frozen"] is True
     assert after["now"][:13] > before["now"][:13]
-    assert (await act(browser, "/clock/advance", logged_in, by="soon")).status_code == 400
-    too_far = await act(browser, "/clock/advance", logged_in, by="1e9")
+    for unreadable in ("soon", "1e3", "1_000s", "\u0663s", "5 d", "nan", "-1h"):  # \u0663: Arabic-Indic 3
+        refused = await act(browser, "/clock/advance", logged_in, by=unreadable)
+        assert refused.status_code == 400, unreadable
+        assert "a duration is a number with s, m, h or d" in refused.text
+    assert (await act(browser, "/clock/freeze", logged_in, frozen="maybe")).status_code == 400
+    assert (await admin.clock())["frozen"] is True  # neither taken as false
+    too_far = await act(browser, "/clock/advance", logged_in, by="1000000000")
     assert too_far.status_code == 400
     assert "under 1,000,000,000" in too_far.text
     assert "must be positive" not in too_far.text
