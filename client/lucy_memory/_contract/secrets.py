@@ -12,6 +12,7 @@ variables separates them: removed, it would glue the key to the next name).
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -24,15 +25,70 @@ __all__ = ["SecretPattern", "SecretScanner", "undisguised"]
 
 @dataclass(frozen=True, slots=True)
 class SecretPattern:
+    """``regex`` is the contract's pattern as written; ``found`` answers the same question faster."""
+
     name: str
     regex: re.Pattern[str]
+    # A pattern that opens with a word boundary, ``(?<![A-Za-z0-9_])…``: the rest, and the boundary's
+    # character class. Python's re tries a leading lookbehind at every position of the text (about
+    # 4 µs for 120 characters); the rest, which opens with its literal, is found ten times faster,
+    # and the character before each match is then checked once.
+    rest: re.Pattern[str] | None = None
+    before: re.Pattern[str] | None = None
+
+    def found(self, text: str) -> bool:
+        """Whether ``regex`` finds a match in ``text``."""
+        if self.rest is None or self.before is None:
+            return self.regex.search(text) is not None
+        at = 0
+        while (match := self.rest.search(text, at)) is not None:
+            start = match.start()
+            if start == 0 or self.before.fullmatch(text, start - 1, start) is None:
+                return True
+            at = start + 1  # the leftmost match broke the boundary: the next one may not
+        return False
+
+
+# ``(?<![class])`` at the start of a pattern, and what follows it
+_LEADING_BOUNDARY = re.compile(r"\(\?<!(\[[^\]\\]*\])\)(.*)", re.DOTALL)
+
+
+def _top_level_branch(regex: str) -> bool:
+    """Whether ``regex`` has a ``|`` outside every group and class (a leading boundary then binds
+    only its first branch, and cannot be checked apart)."""
+    depth, in_class, escaped = 0, False, False
+    for char in regex:
+        if escaped:
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif in_class:
+            in_class = char != "]"
+        elif char == "[":
+            in_class = True
+        elif char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+        elif char == "|" and depth == 0:
+            return True
+    return False
 
 
 def _compile(entry: dict[str, Any]) -> SecretPattern:
     flags = 0
     for flag in entry.get("flags", []):
         flags |= getattr(re, flag)
-    return SecretPattern(name=entry["name"], regex=re.compile(entry["regex"], flags))
+    regex = re.compile(entry["regex"], flags)
+    split = _LEADING_BOUNDARY.fullmatch(entry["regex"])
+    if split is None or _top_level_branch(split[2]):
+        return SecretPattern(name=entry["name"], regex=regex)
+    return SecretPattern(
+        name=entry["name"],
+        regex=regex,
+        rest=re.compile(split[2], flags),
+        before=re.compile(split[1], flags),
+    )
 
 
 def _code_points(ranges: list[str]) -> frozenset[str]:
@@ -50,42 +106,59 @@ _KEPT_CONTROLS = frozenset("\t\n\x0b\x0c\r")
 _ASCII_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
 
 
+@functools.lru_cache(maxsize=4096)  # a text repeats its few non-ASCII characters; Unicode has 1.1 M
 def _invisible(char: str) -> bool:
     category = unicodedata.category(char)
     return category == "Cf" or (category == "Cc" and char not in _KEPT_CONTROLS) or char in _IGNORABLE
 
 
+# Runs of non-ASCII characters: only they are looked at one by one (an ASCII one is invisible
+# exactly when _ASCII_CONTROL matches it), so a text with an accent or a dash here and there costs
+# a regex pass, not a Python loop over every character.
+_NON_ASCII = re.compile(r"[^\x00-\x7f]+")
+
+
+def _without_invisible(run: re.Match[str]) -> str:
+    return "".join(char for char in run[0] if not _invisible(char))
+
+
+def _invisible_as_space(run: re.Match[str]) -> str:
+    return "".join(" " if _invisible(char) else char for char in run[0])
+
+
 def _visible(text: str) -> str:
     """``text`` without its invisible characters (the same text when it has none)."""
-    if text.isascii():
-        return _ASCII_CONTROL.sub("", text)
-    return "".join(char for char in text if not _invisible(char))
+    stripped = _ASCII_CONTROL.sub("", text)
+    return stripped if stripped.isascii() else _NON_ASCII.sub(_without_invisible, stripped)
+
+
+def _normalised(visible: str) -> str:
+    """A text without invisible characters, NFKC applied (then those removed again, in case
+    normalising produced one)."""
+    if visible.isascii() or unicodedata.is_normalized("NFKC", visible):
+        return visible
+    return _visible(unicodedata.normalize("NFKC", visible))
 
 
 def undisguised(text: str) -> str:
     """``text`` as the patterns see it: invisible characters removed, NFKC applied (then those
     removed again, in case normalising produced one). Plain ASCII text is already in that form."""
-    if text.isascii():
-        return _ASCII_CONTROL.sub("", text)
-    return _visible(unicodedata.normalize("NFKC", _visible(text)))
+    return _normalised(_visible(text))
 
 
 def _spaced(text: str) -> str:
     """``text`` with each invisible character read as a space: a separator (a NUL between two
     environment variables, say) keeps the key beside it apart from the next word."""
-    if text.isascii():
-        return _ASCII_CONTROL.sub(" ", text)
-    return "".join(" " if _invisible(char) else char for char in text)
+    spaced = _ASCII_CONTROL.sub(" ", text)
+    return spaced if spaced.isascii() else _NON_ASCII.sub(_invisible_as_space, spaced)
 
 
 def _forms(text: str) -> tuple[str, ...]:
     """The forms of ``text`` that are matched: normalised, as written (only stripped), and with
     each invisible character read as a space; one form when they are all the same text."""
-    normalised = undisguised(text)
-    forms = [normalised]
-    if not text.isascii():
-        forms.append(_visible(text))
-    if normalised != text or len(forms) > 1:  # something was removed or changed
+    visible = _visible(text)
+    forms = [_normalised(visible), visible]
+    if visible != text:  # something invisible was removed: read it as a space too
         forms.append(_spaced(text))
     return tuple(dict.fromkeys(forms))
 
@@ -104,6 +177,6 @@ class SecretScanner:
             if any(token in form for form in forms):
                 return "caller_token"
         for pattern in self.patterns:
-            if any(pattern.regex.search(form) for form in forms):
+            if any(pattern.found(form) for form in forms):
                 return pattern.name
         return None
