@@ -8,7 +8,9 @@ arbitrary characters.
 
 from __future__ import annotations
 
+import json
 import unicodedata
+from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -37,6 +39,16 @@ def test_some_patterns_take_the_quick_way() -> None:
     assert {"aws_access_key_id", "github_token", "bearer_token", "provider_api_key"} <= quick
 
 
+def test_a_patterns_required_characters_are_in_each_of_its_examples_and_have_no_case() -> None:
+    hinted = [entry for entry in DOCUMENT["patterns"] if "requires_any" in entry]
+    assert {"credential_assignment", "short_key_assignment"} <= {entry["name"] for entry in hinted}
+    for entry in hinted:
+        required = entry["requires_any"]
+        assert all(len(char) == 1 and char.lower() == char.upper() for char in required), entry["name"]
+        for example in entry["positive"]:
+            assert any(char in example for char in required), (entry["name"], example)
+
+
 @QUICK
 @given(texts)
 def test_each_pattern_finds_exactly_what_its_regex_finds(text: str) -> None:
@@ -59,3 +71,21 @@ def test_the_forms_are_the_normalisation_the_contract_describes(text: str) -> No
     normalised = "".join(char for char in unicodedata.normalize("NFKC", visible) if not _invisible(char))
     assert (_visible(text), _spaced(text), undisguised(text)) == (visible, spaced, normalised)
     assert set(_forms(text)) == {normalised, visible, spaced}
+
+
+CORPUS = json.loads((Path(__file__).parent / "secret_corpus.json").read_text(encoding="utf-8"))
+
+
+def test_the_notes_of_the_corpus_are_found_as_it_says() -> None:
+    """Ordinary engineering notes (placeholders, variable references, code, policies) are no
+    secrets; credentials in the forms people paste them are. A pattern change that moves one fails."""
+    flagged = [(text, SCANNER.find(text)) for text in CORPUS["ordinary"] if SCANNER.find(text)]
+    assert flagged == []
+    missed = [text for text in CORPUS["secrets"] if SCANNER.find(text) is None]
+    assert missed == []
+    for known in CORPUS["flagged_though_ordinary"]:
+        assert SCANNER.find(known["text"]) == known["pattern"], known["text"]
+    for known in CORPUS["missed_though_secret"]:
+        assert SCANNER.find(known["text"]) is None, known["text"]
+    assert len(CORPUS["ordinary"]) >= 200
+    assert len(CORPUS["secrets"]) >= 80

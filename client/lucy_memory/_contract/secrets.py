@@ -35,9 +35,14 @@ class SecretPattern:
     # and the character before each match is then checked once.
     rest: re.Pattern[str] | None = None
     before: re.Pattern[str] | None = None
+    # characters one of which every match contains (the contract's requires_any): a text without
+    # any is passed over, as most prose holds no "=" or ":" for an assignment's pattern to look at
+    requires: tuple[str, ...] = ()
 
     def found(self, text: str) -> bool:
         """Whether ``regex`` finds a match in ``text``."""
+        if self.requires and not any(char in text for char in self.requires):
+            return False
         if self.rest is None or self.before is None:
             return self.regex.search(text) is not None
         at = 0
@@ -80,14 +85,16 @@ def _compile(entry: dict[str, Any]) -> SecretPattern:
     for flag in entry.get("flags", []):
         flags |= getattr(re, flag)
     regex = re.compile(entry["regex"], flags)
+    requires = tuple(entry.get("requires_any", ()))
     split = _LEADING_BOUNDARY.fullmatch(entry["regex"])
     if split is None or _top_level_branch(split[2]):
-        return SecretPattern(name=entry["name"], regex=regex)
+        return SecretPattern(name=entry["name"], regex=regex, requires=requires)
     return SecretPattern(
         name=entry["name"],
         regex=regex,
         rest=re.compile(split[2], flags),
         before=re.compile(split[1], flags),
+        requires=requires,
     )
 
 
