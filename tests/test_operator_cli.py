@@ -169,6 +169,100 @@ def test_approve_reject_and_expire_decide_and_the_control_api_confirms(
     assert row.split()[2:4] == ["active", "tenant_dev"]
 
 
+def _v1_propose(server: LiveServer, token: str, body: dict[str, Any]) -> dict[str, Any]:
+    response = httpx.post(
+        server.base_url + V1 + "/proposals",
+        json=body,
+        headers={"Authorization": f"Bearer {token}", "Idempotency-Key": uuid.uuid4().hex},
+        verify=shared_tls_context(),
+    )
+    assert response.status_code == 201, response.text
+    proposal: dict[str, Any] = response.json()["proposal"]
+    return proposal
+
+
+def test_memories_and_proposals_filter_by_tenant_and_memories_history_lists_every_version(
+    live: LiveServer, url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``memories --tenant T`` and ``proposals --tenant T`` list T's alone; ``memories --history``
+    lists the replaced version beside the current one, which a plain ``memories`` does not."""
+    other = control(live, "POST", "/tenants", json={"tenant": "tenant-cli"})
+    theirs = _v1_propose(live, other["credential"]["token"], proposal_body("The other tenant's fact."))
+    their_memory = control(live, "POST", f"/proposals/{theirs['id']}/approve")["proposal"]["memory"]
+    their_pending = _v1_propose(live, other["credential"]["token"], proposal_body("Theirs, pending."))
+    mine = propose(live, "We use PostgreSQL 15.")
+    memory = control(live, "POST", f"/proposals/{mine['id']}/approve")["proposal"]["memory"]
+    replacement = _v1_propose(
+        live,
+        live.dev_token,
+        proposal_body("We use PostgreSQL 16.", replaces={"memory_id": memory["id"], "version": 1}),
+    )
+    control(live, "POST", f"/proposals/{replacement['id']}/approve")
+
+    def listed(*argv: str) -> list[dict[str, Any]]:
+        code, out, err = fake_lucy(capsys, *argv, "--json")
+        assert (code, err) == (0, ""), argv
+        items: list[dict[str, Any]] = json.loads(out)
+        return items
+
+    def versions(items: list[dict[str, Any]]) -> list[tuple[str, int, str, str]]:
+        return sorted((m["id"], m["version"], m["status"], m["tenant"]) for m in items)
+
+    assert versions(listed("memories")) == sorted(
+        [(memory["id"], 2, "active", "tenant_dev"), (their_memory["id"], 1, "active", "tenant-cli")]
+    )
+    assert versions(listed("memories", "--history")) == sorted(
+        [
+            (memory["id"], 1, "superseded", "tenant_dev"),
+            (memory["id"], 2, "active", "tenant_dev"),
+            (their_memory["id"], 1, "active", "tenant-cli"),
+        ]
+    )
+    assert versions(listed("memories", "--tenant", "tenant-cli")) == [
+        (their_memory["id"], 1, "active", "tenant-cli")
+    ]
+    assert versions(listed("memories", "--tenant", "tenant_dev", "--history")) == [
+        (memory["id"], 1, "superseded", "tenant_dev"),
+        (memory["id"], 2, "active", "tenant_dev"),
+    ]
+    assert sorted(p["id"] for p in listed("proposals", "--tenant", "tenant-cli")) == sorted(
+        [theirs["id"], their_pending["id"]]
+    )
+    assert {p["tenant"] for p in listed("proposals", "--tenant", "tenant_dev")} == {"tenant_dev"}
+    code, table, _ = fake_lucy(capsys, "memories", "--history", "--tenant", "tenant_dev")
+    assert code == 0
+    header, *rows = table.splitlines()
+    assert header.split()[:3] == ["ID", "V", "STATUS"]
+    assert [row.split()[:3] for row in rows] == [
+        [memory["id"], "1", "superseded"],
+        [memory["id"], "2", "active"],
+    ]
+
+
+def test_the_admin_token_is_read_from_fake_lucy_admin_token(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fake configured with its own admin token refuses the built-in one; the token in
+    ``FAKE_LUCY_ADMIN_TOKEN`` is the one the commands send."""
+    token = "operator-env-admin-token-" + uuid.uuid4().hex
+    monkeypatch.delenv("FAKE_LUCY_ADMIN_TOKEN_FILE", raising=False)
+    monkeypatch.delenv("FAKE_LUCY_ADMIN_TOKEN", raising=False)
+    with LiveServer.start(tmp_path, admin_token=token) as server:
+        monkeypatch.setenv("FAKE_LUCY_URL", server.base_url)
+        created = propose(server, "Listed with the token from the environment.")
+        code, _, err = fake_lucy(capsys, "proposals")  # no token given: the built-in one, refused
+        assert code == 1
+        assert "401 unauthenticated" in err
+        monkeypatch.setenv("FAKE_LUCY_ADMIN_TOKEN", token)
+        code, out, err = fake_lucy(capsys, "proposals", "--json")
+        assert (code, err) == (0, "")
+        assert [p["id"] for p in json.loads(out)] == [created["id"]]
+        code, out, err = fake_lucy(capsys, "approve", created["id"])
+        assert (code, err) == (0, "")
+        assert out.startswith(f"{created['id']} approved → mem_")
+    assert token not in out + err
+
+
 def test_decisions_as_json_answer_for_every_id_given_in_its_order(
     live: LiveServer, url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -1206,6 +1300,41 @@ async def test_the_server_log_has_a_line_for_a_v1_path_no_operation_has(tmp_path
     assert [line.split()[1:4] for line in lines[:2]] == [["POST", "/recal", "404"], ["GET", "/recall", "405"]]
     assert lines[2].split()[1:3] == ["recall", "200"]
     assert DEV_TOKEN not in written.getvalue()
+
+
+@pytest.mark.anyio
+async def test_the_server_log_line_shows_the_milliseconds_the_retry_attempt_and_the_fault(
+    tmp_path: Path,
+) -> None:
+    """SPEC 3.11: a propose answered by an injected 503 is logged with its time in ms, ``retry 0``
+    and ``fault <id>``; its retry (``Lucy-Retry-Attempt: 1``), executed, with ``retry 1`` and no fault."""
+    fake = FakeLucy(FakeLucySettings(database=str(tmp_path / "log.sqlite3")))
+    written = io.StringIO()
+    app = create_app(fake, request_log=RequestLogger(written))
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8787") as client:
+        admin = {"Authorization": f"Bearer {fake.admin_token}"}
+        auth = {"Authorization": f"Bearer {DEV_TOKEN}", "Idempotency-Key": "logged-key-0123456789"}
+        made = await client.post("/_fake/faults", json={"operation": "propose", "status": 503}, headers=admin)
+        body = proposal_body("Logged twice.")
+        failed = await client.post(V1 + "/proposals", json=body, headers={**auth, "Lucy-Retry-Attempt": "0"})
+        retried = await client.post(V1 + "/proposals", json=body, headers={**auth, "Lucy-Retry-Attempt": "1"})
+    fake.close()
+    assert (made.status_code, failed.status_code, retried.status_code) == (201, 503, 201)
+    fault_id = made.json()["fault_id"]
+    assert failed.headers["Fake-Lucy-Fault"] == fault_id
+
+    def logged(status: int, credits: str, attempt: int) -> str:
+        """The line's pattern: wall time, operation, status, milliseconds, credits, key, attempt."""
+        return (
+            rf"\d\d:\d\d:\d\d\.\d\d\d  propose +{status} +\d+\.\d ms  {credits}  key logged-k… +"
+            rf"retry {attempt}  cred_dev_default"
+        )
+
+    lines = written.getvalue().splitlines()
+    assert len(lines) == 2
+    assert re.fullmatch(logged(503, "0 credits", 0) + f"  fault {fault_id}", lines[0]), lines[0]
+    assert re.fullmatch(logged(201, "1 credit ", 1), lines[1]), lines[1]
 
 
 @pytest.mark.parametrize("encoding", ["ascii", "latin-1"])

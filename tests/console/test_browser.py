@@ -235,6 +235,21 @@ def test_a_proposal_made_over_v1_appears_in_the_queue_without_a_reload(page: Pag
     assert page.evaluate("window.loadedOnce") is True  # the same document: no reload
 
 
+def test_a_v1_request_appears_on_the_requests_page_without_a_reload(page: Page, live: LiveServer) -> None:
+    """The Requests page redraws itself on the ``request`` event (a live tail, as Mailpit's list)."""
+    page.goto(CONSOLE + "/requests")
+    expect(page.get_by_role("heading", name="Requests")).to_be_visible()
+    expect(page.get_by_text("No v1 requests yet.")).to_be_visible()
+    expect(page.locator("#live-status")).to_have_text("live")  # the event stream is open
+    page.evaluate("window.loadedOnce = true")
+    propose(live, proposal_body("Tailed live."), **{"Idempotency-Key": "live-tail-key-0001"})
+    row = page.locator("table.requests tbody tr", has=page.locator("code[title='live-tail-key-0001']"))
+    expect(row).to_contain_text("propose")
+    expect(row).to_contain_text("201")
+    expect(page.get_by_text("No v1 requests yet.")).to_have_count(0)
+    assert page.evaluate("window.loadedOnce") is True  # the same document: no reload
+
+
 def test_approve_and_reject_from_the_page_are_decisions_the_control_api_sees(
     page: Page, live: LiveServer
 ) -> None:

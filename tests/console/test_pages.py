@@ -368,6 +368,69 @@ async def test_the_requests_page_marks_the_requests_a_finding_names(
     assert all("finding recall_retried" in row for row in rows)
 
 
+async def test_the_requests_page_marks_a_dropped_connection(
+    browser: httpx.AsyncClient, api: httpx.AsyncClient, admin: FakeAdmin, logged_in: str
+) -> None:
+    """A recall whose connection the fake closed after the commit (``drop_connection``): its line
+    says "1 dropped", its status is "dropped" (there was none), and it is marked as a fault."""
+    fault = await admin.add_fault("recall", 503, phase="after_commit", drop_connection=True)
+    with pytest.raises(httpx.RemoteProtocolError):
+        await api.post("/api/agent-memory/v1/recall", json={"query": "deploys"})
+    assert (await api.post("/api/agent-memory/v1/recall", json={"query": "other"})).status_code == 200
+    html = (await browser.get(CONSOLE + "/requests")).text
+    rows = [row for row in re.findall(r"<tr[ >].*?</tr>", html, re.DOTALL) if "<td>recall</td>" in row]
+    assert len(rows) == 2
+    [dropped] = [row for row in rows if fault["fault_id"] in row]
+    [answered] = [row for row in rows if row is not dropped]
+    assert '<span class="mark drop">1 dropped</span>' in dropped
+    assert '<span class="code code-x">dropped</span>' in dropped
+    assert 'class="faulted"' in dropped
+    assert "dropped" not in answered
+    assert '<span class="code code-2">200</span>' in answered
+
+
+async def test_the_queue_shows_each_proposals_kind_topic_importance_and_source_oldest_first(
+    browser: httpx.AsyncClient, api: httpx.AsyncClient, admin: FakeAdmin, logged_in: str
+) -> None:
+    """SPEC 3.10: the queue, oldest first, each card with the proposal's kind, topic, importance and
+    source (the ``Lucy-Client-Name`` it came with; none is "–"). A minute of the fake's clock
+    between the proposals."""
+    await admin.set_clock(frozen=True)
+    made = [
+        (
+            proposal_body("Deploys wait for the window.", kind="rule", topic="deploy-window", importance=8),
+            "ci-bot",
+        ),
+        (proposal_body("Reviewers prefer small diffs.", kind="preference", importance=2), None),
+        (proposal_body("The API gateway is Envoy.", kind="fact", topic="gateway"), "claude-code"),
+    ]
+    ids = []
+    for body, client_name in made:
+        headers = {} if client_name is None else {"Lucy-Client-Name": client_name}
+        response = await propose(api, body, headers=headers)
+        assert response.status_code == 201, response.text
+        ids.append(response.json()["proposal"]["id"])
+        await admin.advance_clock(60)
+    html = (await browser.get(CONSOLE + "/")).text
+    cards = re.findall(r'<article class="proposal" id="([^"]+)".*?</article>', html, re.DOTALL)
+    assert cards == ids  # oldest first
+    shown = []
+    for card in re.findall(r'<article class="proposal".*?</article>', html, re.DOTALL):
+        kind = re.search(r'<span class="kind">([^<]*)</span>', card)
+        topic = re.search(r'<span class="topic">topic <code dir="auto">([^<]*)</code></span>', card)
+        importance = re.search(r'<span class="importance">importance (\d+)</span>', card)
+        source = re.search(r"<dt>source</dt><dd>([^<]*)</dd>", card)
+        assert kind, card
+        assert importance, card
+        assert source, card
+        shown.append((kind[1], topic[1] if topic else None, int(importance[1]), source[1]))
+    assert shown == [
+        ("rule", "deploy-window", 8, "ci-bot"),
+        ("preference", None, 2, "–"),
+        ("fact", "gateway", 5, "claude-code"),
+    ]
+
+
 async def test_the_credits_page_draws_each_balance_as_a_chart(
     browser: httpx.AsyncClient, api: httpx.AsyncClient, admin: FakeAdmin, logged_in: str
 ) -> None:

@@ -5,19 +5,22 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
+from types import SimpleNamespace
 
+import anyio
 import httpx
 import pytest
 
 from fake_lucy.app import create_app
 from fake_lucy.domain import events
 from fake_lucy.domain.defaults import DEV_TOKEN
-from fake_lucy.http.events import EventStream
+from fake_lucy.http import events as http_events
+from fake_lucy.http.events import KEEPALIVE_SECONDS, EventStream
 from fake_lucy.runtime import FakeLucy
 from fake_lucy.settings import FakeLucySettings
 from fake_lucy.testing import AdminError, FakeAdmin, InProcessFake, InProcessTransport, LiveServer
 from lucy_memory._contract import load_contract
-from tests.helpers import proposal_body, propose, recall
+from tests.helpers import approved_memory, proposal_body, propose, recall
 
 pytestmark = pytest.mark.anyio
 
@@ -374,3 +377,81 @@ async def test_a_reader_from_the_start_begins_at_the_newest_reset_it_sees(
             await tenant_stream.wait_for("proposal.created", timeout=10, proposal_id=new["id"])
     assert (tenant_stream.seen[0].type, tenant_stream.seen[0].tenant) == ("reset", "tenant-fresh")
     assert old["id"] not in str([event.data for event in tenant_stream.seen])
+
+
+async def test_a_recorded_finding_is_a_finding_event_holding_the_findings_listing_item(
+    fake: InProcessFake, api: httpx.AsyncClient, admin: FakeAdmin
+) -> None:
+    """SPEC 3.7 lists ``finding``: a recall sent again after a 503 is recorded and sent as it is
+    listed by ``GET /_fake/findings``, with its tenant and time."""
+    await admin.add_fault("recall", 503)
+    async with fake.admin.watch() as stream:
+        assert (await recall(api, "deploys")).status_code == 503
+        assert (await recall(api, "deploys")).status_code == 200
+        event = await stream.wait_for("finding", timeout=10)
+    [finding] = await admin.findings()
+    assert finding["code"] == "recall_retried"
+    assert event.data == finding
+    assert (event.tenant, event.at) == ("tenant_dev", finding["at"])
+    assert [e.type for e in stream.seen].count("finding") == 1
+
+
+async def test_approving_a_replacement_is_a_memory_changed_superseded_event_with_the_new_version(
+    fake: InProcessFake, api: httpx.AsyncClient, admin: FakeAdmin
+) -> None:
+    memory = (await approved_memory(api, admin, "We use PostgreSQL 15."))["memory"]
+    replacement = await propose(
+        api, proposal_body("We use PostgreSQL 16.", replaces={"memory_id": memory["id"], "version": 1})
+    )
+    assert replacement.status_code == 201, replacement.text
+    async with fake.admin.watch() as stream:
+        await admin.approve(replacement.json()["proposal"]["id"])
+        changed = await stream.wait_for("memory.changed", timeout=10, memory_id=memory["id"])
+        await stream.wait_for("proposal.decided", timeout=10)
+    assert changed.data == {"memory_id": memory["id"], "version": 2, "change": "superseded"}
+    assert changed.tenant == "tenant_dev"
+    assert [e.data["change"] for e in stream.seen if e.type == "memory.changed"] == ["superseded"]
+
+
+async def test_the_served_streams_keep_alive_comes_within_15_seconds_of_silence(
+    fake: InProcessFake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SPEC 3.7: a comment line at least every 15 s. The app as served (no shortened ``EventStream``)
+    reads a stand-in monotonic clock that says 15 s passed since the stream connected: its first
+    idle poll (0.2 s) sends the keep-alive; a longer default would send none before the deadline."""
+    assert KEEPALIVE_SECONDS <= 15
+    assert EventStream(fake.fake).keepalive == KEEPALIVE_SECONDS
+    readings = iter([0.0])  # when the stream connected; every later reading is 15 s after it
+    monkeypatch.setattr(http_events, "time", SimpleNamespace(monotonic=lambda: next(readings, 15.0)))
+    async with (
+        fake.client(fake.admin_token) as http,
+        http.stream("GET", "/_fake/events", headers=STREAM) as response,
+    ):
+        lines = response.aiter_lines()
+        comments: list[str] = []
+        with anyio.fail_after(5):
+            while len(comments) < 2:
+                line = await anext(lines)
+                if line.startswith(":"):
+                    comments.append(line)
+    assert comments == [": connected", ": keep-alive"]
+
+
+async def test_the_admins_wait_for_returns_the_first_matching_event_after_the_id_it_is_given(
+    api: httpx.AsyncClient, admin: FakeAdmin
+) -> None:
+    """The async ``FakeAdmin.wait_for`` (SPEC 3.7): from ``after=0`` (this test's reset) it returns
+    the first event of the type whose data has the given values, skipping the others."""
+    first = (await propose(api, proposal_body("First."))).json()["proposal"]
+    second = (await propose(api, proposal_body("Second."))).json()["proposal"]
+    named = await admin.wait_for("proposal.created", after=0, timeout=5, proposal_id=second["id"])
+    earliest = await admin.wait_for("proposal.created", after=0, timeout=5)
+    assert (named.type, named.tenant, named.data["proposal_id"]) == (
+        "proposal.created",
+        "tenant_dev",
+        second["id"],
+    )
+    assert earliest.data["proposal_id"] == first["id"]
+    assert earliest.id < named.id
+    resumed = await admin.wait_for("proposal.created", after=earliest.id, timeout=5)
+    assert resumed == named

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 
@@ -81,6 +82,30 @@ async def test_a_propose_repeated_after_a_4xx_is_propose_retry_not_retryable(nai
     assert (await naive.propose("naive-key", invalid)).status_code == 422
     assert (await naive.propose("naive-key", invalid)).status_code == 422
     assert await _findings(admin) == [("propose_retry_not_retryable", naive.request_ids)]
+
+
+async def test_a_propose_repeated_after_409_idempotency_key_in_use_is_no_finding(naive, admin) -> None:
+    """The one 4xx a client repeats with the same key and body (SPEC 3.8): the key's first request
+    is held in flight (an ``in_flight`` fault, 500 ms of real time by design), the same propose
+    meets 409 twice meanwhile, and once the first is answered a repeat is its replay."""
+    await admin.add_fault("propose", 503, phase="in_flight", hold_ms=500)
+    held: list[httpx.Response] = []
+
+    async def first() -> None:
+        held.append(await naive.propose("held-key"))
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(first)
+        with anyio.fail_after(10):
+            while await admin.faults():  # the marker is committed together with taking the fault
+                await anyio.lowlevel.checkpoint()
+        conflicts = [await naive.propose("held-key") for _ in range(2)]
+        assert not held, "the first request was still held"
+    assert [(r.status_code, r.json()["code"]) for r in conflicts] == [(409, "idempotency_key_in_use")] * 2
+    assert held[0].status_code == 201
+    replay = await naive.propose("held-key")
+    assert (replay.status_code, replay.headers["Idempotent-Replayed"]) == (201, "true")
+    assert await _findings(admin) == []
 
 
 async def test_a_fourth_attempt_of_one_key_is_too_many_retries(naive, admin) -> None:
@@ -191,6 +216,24 @@ async def test_a_key_repeated_once_its_failures_are_forgotten_on_the_fake_clock_
     await admin.advance_clock(540)
     assert (await naive.propose("polite-key")).status_code == 201
     assert [code for code, _ in await _findings(admin)] == ["too_many_retries"]
+
+
+@pytest.mark.parametrize(
+    ("later", "found"),
+    [(599.9, ["propose_retry_new_key"]), (600.1, [])],
+    ids=["just-under-10-minutes", "just-over-10-minutes"],
+)
+async def test_the_same_proposal_under_a_new_key_is_propose_retry_new_key_within_10_minutes_only(
+    naive, admin, later, found
+) -> None:
+    """SPEC 3.8: a new key for the same body within 10 minutes after a 503 risks a duplicate; the
+    fake's clock (frozen, then advanced) is the time that passed, not the real time."""
+    await admin.set_clock(frozen=True)
+    await admin.add_fault("propose", 503)
+    assert (await naive.propose("first-key")).status_code == 503
+    await admin.advance_clock(later)
+    assert (await naive.propose("second-key")).status_code == 201
+    assert [code for code, _ in await _findings(admin)] == found
 
 
 async def test_a_retry_after_retry_after_0_is_no_finding(naive, admin) -> None:

@@ -279,6 +279,41 @@ async def test_a_tenant_admins_reset_clock_fault_and_approval_leave_other_tenant
     assert [p["id"] for p in dev_before["proposals"]["items"]] == [dev_proposal.json()["proposal"]["id"]]
 
 
+async def test_a_tenant_admins_clock_advance_refills_its_buckets_and_ends_its_key_retention_only(
+    fake, admin
+) -> None:
+    """The clock a tenant admin moves is the one its tenant's rate limit refills by and its
+    idempotency records are kept by (24 h): after a 24 h advance A's bucket is full and A's key
+    makes a new proposal, while B's bucket is as empty and B's key still replays."""
+    await admin.set_clock(frozen=True)
+    async with contextlib.AsyncExitStack() as stack:
+        clients, admins, first = {}, {}, {}
+        for name in ("tenant-a", "tenant-b"):
+            created = await admin.create_tenant(name)
+            admins[name] = await stack.enter_async_context(tenant_admin(fake, created))
+            clients[name] = await stack.enter_async_context(
+                fake.client(created["credential"]["token"], event_hooks=HOOKS)
+            )
+            first[name] = await propose(clients[name], key="kept-key")
+            assert first[name].status_code == 201
+            await admins[name].set_policy(rate_limit_per_minute=2)
+            assert [(await recall(clients[name], "x")).status_code for _ in range(3)] == [200, 200, 429]
+        await admins["tenant-a"].advance_clock(24 * 3600)
+        a_refilled = [(await recall(clients["tenant-a"], "x")).status_code for _ in range(2)]
+        b_still = await recall(clients["tenant-b"], "x")
+        assert a_refilled == [200, 200]
+        assert (b_still.status_code, b_still.headers["Retry-After"]) == (429, "30")  # not a token more
+        await admins["tenant-a"].set_policy(rate_limit_per_minute=None)
+        await admins["tenant-b"].set_policy(rate_limit_per_minute=None)
+        a_again = await propose(clients["tenant-a"], key="kept-key")
+        b_again = await propose(clients["tenant-b"], key="kept-key")
+    assert a_again.status_code == 201
+    assert "Idempotent-Replayed" not in a_again.headers
+    assert a_again.json()["proposal"]["id"] != first["tenant-a"].json()["proposal"]["id"]
+    assert b_again.headers.get("Idempotent-Replayed") == "true"
+    assert b_again.content == first["tenant-b"].content
+
+
 async def test_a_tenant_admin_token_is_refused_on_v1_and_a_v1_token_on_the_control_api(fake, tenants) -> None:
     a, _ = tenants
     async with fake.client(a.admin_token) as as_v1:
