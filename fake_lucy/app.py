@@ -257,9 +257,11 @@ def create_app(
         methods=["GET"],
         include_in_schema=False,
     )
-    app.add_api_route("/healthz", healthz, methods=["GET"], include_in_schema=False)
-    app.add_api_route("/openapi.json", openapi_v1, methods=["GET"], include_in_schema=False)
-    app.add_api_route("/_fake/openapi.json", openapi_control, methods=["GET"], include_in_schema=False)
+    # HEAD too: a probe such as `wget --spider` or `curl -I` asks for the headers alone
+    probed = ["GET", "HEAD"]
+    app.add_api_route("/healthz", healthz, methods=probed, include_in_schema=False)
+    app.add_api_route("/openapi.json", openapi_v1, methods=probed, include_in_schema=False)
+    app.add_api_route("/_fake/openapi.json", openapi_control, methods=probed, include_in_schema=False)
     control, console = control_router(fake, stream), console_router(fake, stream)
     app.include_router(control)
     app.include_router(console)

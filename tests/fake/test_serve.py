@@ -38,6 +38,11 @@ def test_serve_answers_healthz_and_prints_the_tokens_it_accepts(tmp_path) -> Non
         health = httpx.get(server.base_url + "/healthz")
         assert health.json()["status"] == "ok"
         assert health.headers["Fake-Lucy-Version"]
+        # a probe that asks for the headers alone (wget --spider, curl -I) gets them, and no body
+        for path in ("/healthz", "/openapi.json", "/_fake/openapi.json"):
+            head = httpx.head(server.base_url + path)
+            assert (head.status_code, head.content) == (200, b""), path
+            assert int(head.headers["Content-Length"]) > 0
         recall = httpx.post(
             server.base_url + "/api/agent-memory/v1/recall",
             json={"query": "anything"},
