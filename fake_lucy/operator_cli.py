@@ -1026,7 +1026,7 @@ def _snapshot(api: _Api, args: argparse.Namespace, out: TextIO) -> None:
     except OSError as exc:
         raise UsageError(f"cannot read {shown} ({exc.strerror or exc})") from None
     try:
-        document = parse_json_object(data)
+        document = parse_json_object(data, subject="the input" if standard else "the file")
     except InvalidJSONError as exc:
         raise UsageError(f"{shown} is not a JSON object ({exc})") from None
     inner = snapshot_in(document)

@@ -78,7 +78,7 @@ class FakeLucy:
         if path is None:
             return seeding.DEFAULT_SEED
         try:  # as strictly as a snapshot or a request body: a repeated key is refused, never half-read
-            document = parse_json_object(path.read_bytes())
+            document = parse_json_object(path.read_bytes(), subject="the file")
         except OSError as exc:
             raise ValueError(f"cannot read the seed file {path} ({exc.strerror or exc})") from None
         except InvalidJSONError as exc:

@@ -34,7 +34,7 @@ def read_snapshot(path: Path) -> dict[str, Any]:
     """The JSON object in ``path`` (the snapshot in it, when it is a failure dump); ``ValueError``
     (one line naming the file) when it is none."""
     try:
-        return snapshot_in(parse_json_object(path.read_bytes()))
+        return snapshot_in(parse_json_object(path.read_bytes(), subject="the file"))
     except OSError as exc:
         raise ValueError(f"cannot read the snapshot {path} ({exc.strerror or exc})") from None
     except InvalidJSONError as exc:

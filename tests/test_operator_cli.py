@@ -1028,6 +1028,9 @@ def test_snapshot_import_of_a_file_that_is_not_json_is_one_line_and_exit_2(
     assert (code, out) == (2, "")
     assert err.startswith(f"fake-lucy: {broken} is not a JSON object (")
     assert len(err.splitlines()) == 1
+    broken.write_bytes(b"")  # said as a file, not as a request's body
+    code, _, err = fake_lucy(capsys, "snapshot", "import", str(broken))
+    assert (code, err) == (2, f"fake-lucy: {broken} is not a JSON object (the file is empty)\n")
     code, _, err = fake_lucy(capsys, "snapshot", "import", str(tmp_path / "absent.json"))
     assert code == 2
     assert len(err.splitlines()) == 1

@@ -168,14 +168,16 @@ def test_a_database_whose_seed_was_never_recorded_is_refused_rather_than_guessed
         ('{"tenants": [{"id": "t1"}], "tenants": [{"id": "t2"}]}', "an object has a duplicate key"),
         ('{"tenants": [], "memories": [{"content": "hello \\ud800"}]}', "a string contains a lone surrogate"),
         ('{"tenants": NaN}', "NaN and Infinity are not JSON"),
-        ("[]", "not a JSON object"),
+        ("[]", "the JSON value must be an object"),
+        ("", "the file is empty"),
+        ("\udcff", "the file is not valid UTF-8"),
     ],
 )
 def test_a_seed_file_is_read_as_strictly_as_a_snapshot(tmp_path: Path, text: str, said: str) -> None:
     """A repeated key was read as its last value (the first tenant dropped without a word), a lone
     surrogate was said to be over the content's size, and NaN got as far as the schema."""
     path = tmp_path / "seed.json"
-    path.write_text(text, encoding="utf-8")
+    path.write_bytes(text.encode("utf-8", "surrogateescape"))  # \udcff: the byte 0xff, no UTF-8
     with pytest.raises(ValueError, match=said) as refused:
         FakeLucy(FakeLucySettings(database=str(tmp_path / "seeded.sqlite3"), seed=path))
     assert str(refused.value).startswith(f"the seed file {path} is not a JSON object (")

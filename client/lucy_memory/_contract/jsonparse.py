@@ -65,17 +65,18 @@ def _check_strings(value: Any, depth: int) -> None:
                 _check_strings(item, depth + 1)
 
 
-def parse_json_object(data: bytes | str) -> dict[str, Any]:
-    """Parse a strict JSON object from UTF-8 bytes or text."""
+def parse_json_object(data: bytes | str, *, subject: str = "the body") -> dict[str, Any]:
+    """Parse a strict JSON object from UTF-8 bytes or text; ``subject`` names the input in the
+    errors that speak of it as a whole ("the file is empty")."""
     if isinstance(data, bytes):
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
-            raise InvalidJSONError("the body is not valid UTF-8") from None
+            raise InvalidJSONError(f"{subject} is not valid UTF-8") from None
     else:
         text = data
     if not text.strip():
-        raise InvalidJSONError("the body is empty")
+        raise InvalidJSONError(f"{subject} is empty")
     try:
         value = json.loads(
             text,
