@@ -37,11 +37,11 @@ class SecretPattern:
     before: re.Pattern[str] | None = None
     # characters one of which every match contains (the contract's requires_any): a text without
     # any is passed over, as most prose holds no "=" or ":" for an assignment's pattern to look at
-    requires: tuple[str, ...] = ()
+    requires: re.Pattern[str] | None = None
 
     def found(self, text: str) -> bool:
         """Whether ``regex`` finds a match in ``text``."""
-        if self.requires and not any(char in text for char in self.requires):
+        if self.requires is not None and self.requires.search(text) is None:
             return False
         if self.rest is None or self.before is None:
             return self.regex.search(text) is not None
@@ -85,7 +85,9 @@ def _compile(entry: dict[str, Any]) -> SecretPattern:
     for flag in entry.get("flags", []):
         flags |= getattr(re, flag)
     regex = re.compile(entry["regex"], flags)
-    requires = tuple(entry.get("requires_any", ()))
+    # one character class: a single search in C, where a loop over the characters costs a microsecond
+    required = entry.get("requires_any")
+    requires = re.compile("[" + re.escape("".join(required)) + "]") if required else None
     split = _LEADING_BOUNDARY.fullmatch(entry["regex"])
     if split is None or _top_level_branch(split[2]):
         return SecretPattern(name=entry["name"], regex=regex, requires=requires)
