@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import http.server
 import io
 import json
@@ -14,6 +15,7 @@ import subprocess
 import sys
 import threading
 import uuid
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -1282,20 +1284,28 @@ def test_an_error_whose_reader_went_away_keeps_its_exit_code() -> None:
     assert (command.returncode, out) == (2, b"")
 
 
-@pytest.mark.anyio
-async def test_the_server_log_has_a_line_for_a_v1_path_no_operation_has(tmp_path: Path) -> None:
+@contextlib.asynccontextmanager
+async def _logging_fake(tmp_path: Path) -> AsyncIterator[tuple[FakeLucy, httpx.AsyncClient, io.StringIO]]:
+    """An in-process fake whose server log is written into the StringIO it yields."""
     fake = FakeLucy(FakeLucySettings(database=str(tmp_path / "log.sqlite3")))
     written = io.StringIO()
-    app = create_app(fake, request_log=RequestLogger(written))
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8787") as client:
+    transport = httpx.ASGITransport(app=create_app(fake, request_log=RequestLogger(written)))
+    try:
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8787") as client:
+            yield fake, client, written
+    finally:
+        fake.close()
+
+
+@pytest.mark.anyio
+async def test_the_server_log_has_a_line_for_a_v1_path_no_operation_has(tmp_path: Path) -> None:
+    async with _logging_fake(tmp_path) as (fake, client, written):
         auth = {"Authorization": f"Bearer {DEV_TOKEN}"}
         unknown = await client.post(V1 + "/recal", json={"query": "x"}, headers=auth)
         wrong = await client.get(V1 + "/recall", headers=auth)
         served = await client.post(V1 + "/recall", json={"query": "x"}, headers=auth)
         control = await client.get("/_fake/clock", headers={"Authorization": f"Bearer {fake.admin_token}"})
         forged = await client.get(V1 + "/x%0a12:00:00.000  propose 201%1b[31m", headers=auth)
-    fake.close()
     assert [r.status_code for r in (unknown, wrong, served, control, forged)] == [404, 405, 200, 200, 404]
     lines = written.getvalue().splitlines()
     assert len(lines) == 4  # the v1 requests; the control API's never
@@ -1311,18 +1321,13 @@ async def test_the_server_log_line_shows_the_milliseconds_the_retry_attempt_and_
 ) -> None:
     """SPEC 3.11: a propose answered by an injected 503 is logged with its time in ms, ``retry 0``
     and ``fault <id>``; its retry (``Lucy-Retry-Attempt: 1``), executed, with ``retry 1`` and no fault."""
-    fake = FakeLucy(FakeLucySettings(database=str(tmp_path / "log.sqlite3")))
-    written = io.StringIO()
-    app = create_app(fake, request_log=RequestLogger(written))
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8787") as client:
+    async with _logging_fake(tmp_path) as (fake, client, written):
         admin = {"Authorization": f"Bearer {fake.admin_token}"}
         auth = {"Authorization": f"Bearer {DEV_TOKEN}", "Idempotency-Key": "logged-key-0123456789"}
         made = await client.post("/_fake/faults", json={"operation": "propose", "status": 503}, headers=admin)
         body = proposal_body("Logged twice.")
         failed = await client.post(V1 + "/proposals", json=body, headers={**auth, "Lucy-Retry-Attempt": "0"})
         retried = await client.post(V1 + "/proposals", json=body, headers={**auth, "Lucy-Retry-Attempt": "1"})
-    fake.close()
     assert (made.status_code, failed.status_code, retried.status_code) == (201, 503, 201)
     fault_id = made.json()["fault_id"]
     assert failed.headers["Fake-Lucy-Fault"] == fault_id
