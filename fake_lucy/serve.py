@@ -46,22 +46,19 @@ MCP_SERVER_SCRIPT = "lucy-memory-mcp"
 def mcp_host_configuration(base_url: str) -> dict[str, object]:
     """A ready ``mcpServers`` block that runs this environment's ``lucy-memory-mcp`` against the fake with
     the dev seed. The dev token is the fake's public, built-in token (refused off loopback), so printing
-    it is safe; a real deployment's token belongs in the host's secret store."""
+    it is safe; a real deployment's token belongs in the host's secret store. Over HTTPS the cleartext
+    allowance is left out, and the CA this process was told to trust (``SSL_CERT_FILE``,
+    ``SSL_CERT_DIR``) is passed on: a host starts its MCP servers with an environment of its own."""
     command = str(Path(sysconfig.get_path("scripts")) / MCP_SERVER_SCRIPT)
-    return {
-        "mcpServers": {
-            "lucy-memory-dev": {
-                "command": command,
-                "args": [],
-                "env": {
-                    "LUCY_MEMORY_BASE_URL": base_url,
-                    "LUCY_MEMORY_ALLOW_INSECURE_LOOPBACK": "1",
-                    "LUCY_MEMORY_PERMISSIONS": ",".join(PERMISSIONS),
-                    "LUCY_MEMORY_TOKEN": DEV_TOKEN,
-                },
-            }
-        }
-    }
+    env = {"LUCY_MEMORY_BASE_URL": base_url}
+    if base_url.startswith("https://"):
+        env.update(
+            {name: os.environ[name] for name in ("SSL_CERT_FILE", "SSL_CERT_DIR") if os.environ.get(name)}
+        )
+    else:
+        env["LUCY_MEMORY_ALLOW_INSECURE_LOOPBACK"] = "1"
+    env.update({"LUCY_MEMORY_PERMISSIONS": ",".join(PERMISSIONS), "LUCY_MEMORY_TOKEN": DEV_TOKEN})
+    return {"mcpServers": {"lucy-memory-dev": {"command": command, "args": [], "env": env}}}
 
 
 _SEEDING: dict[str, str] = {

@@ -12,6 +12,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp_types import Implementation
 
+from fake_lucy.serve import mcp_host_configuration
 from fake_lucy.testing import ServeProcess
 from fake_lucy.testing.fakes import STARTUP_LIMIT
 from tests.mcp.helpers import text_of
@@ -77,3 +78,23 @@ def test_with_a_custom_seed_no_configuration_is_printed(tmp_path) -> None:
     assert f"127.0.0.1:{server.port}" in out
     assert HEADER not in out
     assert "lucy-dev-token" not in out
+
+
+def test_over_https_the_configuration_trusts_the_ca_this_process_trusts_and_allows_no_cleartext(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A host starts its MCP servers with an environment of its own: the CA the fake's operator
+    trusts (a CA of their own, for a certificate ``fake-lucy serve --tls-certfile`` serves) goes
+    into the configuration, or ``lucy-memory-mcp`` would refuse the fake's certificate."""
+    monkeypatch.setenv("SSL_CERT_FILE", "/etc/ci/ca.pem")
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+
+    def env_of(base_url: str) -> Any:
+        return json.loads(json.dumps(mcp_host_configuration(base_url)))["mcpServers"]["lucy-memory-dev"][
+            "env"
+        ]
+
+    served = env_of("https://127.0.0.1:8787")
+    assert served["SSL_CERT_FILE"] == "/etc/ci/ca.pem"
+    assert "LUCY_MEMORY_ALLOW_INSECURE_LOOPBACK" not in served
+    assert "SSL_CERT_FILE" not in env_of("http://127.0.0.1:8787")
