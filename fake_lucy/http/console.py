@@ -34,7 +34,7 @@ from fake_lucy.domain import admin, clock, faults, policy, review, sessions, ten
 from fake_lucy.domain.errors import DomainError
 from fake_lucy.domain.ids import random_request_id
 from fake_lucy.domain.sessions import Session
-from fake_lucy.http.control import admin_scope
+from fake_lucy.http.control import EVENTS_QUERY, admin_scope, only_query
 from fake_lucy.http.events import EventStream, last_event_id
 from fake_lucy.http.problems import ERRORS, allowed_methods, problem_response, schema_problem
 from fake_lucy.runtime import FakeLucy
@@ -683,7 +683,8 @@ def console_router(fake: FakeLucy, stream: EventStream) -> APIRouter:
             session = console._session(conn, request)
         if session is None:
             return Response("no session", status_code=401, media_type="text/plain")
-        try:
+        try:  # the query the control API's stream takes, and no other (an unknown one is a 422 there too)
+            only_query(request.query_params, EVENTS_QUERY)
             resume = last_event_id(request.headers, request.query_params)
         except DomainError as error:
             return problem_response(error, random_request_id())

@@ -50,7 +50,7 @@ from lucy_memory._contract import (
     schema_validator,
 )
 
-__all__ = ["control_router"]
+__all__ = ["EVENTS_QUERY", "admin_scope", "control_router", "only_query"]
 
 PAGE_SIZE = 100
 # A route's "schema" for a body that is any JSON object, checked by its handler (a snapshot: its
@@ -255,7 +255,7 @@ def _clear_faults(conn: sqlite3.Connection, body: dict[str, Any], ctx: _Ctx) -> 
     return 204, None
 
 
-def _only_query(query: QueryParams, allowed: tuple[str, ...]) -> None:
+def only_query(query: QueryParams, allowed: tuple[str, ...]) -> None:
     """The query's parameters are the operation's, each given once: a repeated one is refused
     rather than half-read (``?status=bogus&status=pending`` would otherwise pass as pending)."""
     seen: set[str] = set()
@@ -414,7 +414,7 @@ class ControlApi:
                 if errors:
                     raise schema_problem(errors, "a path parameter is invalid")
             ctx = _Ctx(self.fake, request, request_id, scope)
-            _only_query(ctx.query, query)
+            only_query(ctx.query, query)
             if query_schema is not None:
                 errors = query_schema.errors(dict(ctx.query))  # the ids among them (the others: above)
                 if errors:
@@ -445,7 +445,7 @@ class ControlApi:
         token = inputs.bearer_token(inputs.header_map(request.scope))
         try:
             scope = admin_scope(self.fake, token)
-            _only_query(request.query_params, EVENTS_QUERY)
+            only_query(request.query_params, EVENTS_QUERY)
             resume = last_event_id(request.headers, request.query_params)
             await self._body(request, None, self.max_body)  # a GET: no body but {} (the body_rule)
         except DomainError as error:

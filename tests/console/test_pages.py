@@ -467,6 +467,11 @@ async def test_pages_take_their_paging_and_filters_and_refuse_bad_ones(
     )
     for bad in ("/proposals?status=maybe", "/?after=x", "/memories?after=nope"):
         assert (await browser.get(CONSOLE + bad)).status_code == 400, bad
+    # the live updates' stream takes the query the control API's stream takes, and refuses the rest
+    # as it does (a misspelt after is no stream from the beginning)
+    for bad in ("/events?last_event_id=5", "/events?after=1&after=2", "/events?after=x"):
+        refused = await browser.get(CONSOLE + bad, headers={"Accept": "text/event-stream"})
+        assert (refused.status_code, refused.json()["code"]) == (422, "invalid_request"), bad
 
 
 async def test_a_server_admin_sees_whose_each_proposal_and_memory_is_a_tenant_admin_needs_not(
