@@ -407,12 +407,9 @@ def _secrets(tenant: dict[str, Any], base: str) -> list[dict[str, str]]:
     for i, proposal in enumerate(tenant["proposals"]):
         for field in ("content", "justification", "topic", "source", "reason_detail"):
             problems += _secret_found(f"{base}/proposals/{i}/{field}", proposal[field])
-    # idempotency keys, which a live request with one shaped like a secret never leaves behind
     for i, record in enumerate(tenant["idempotency_records"]):
+        # its key, which a live request with one shaped like a secret never leaves behind
         problems += _secret_found(f"{base}/idempotency_records/{i}/key", record["key"])
-    for i, entry in enumerate(tenant.get("journal", [])):
-        problems += _secret_found(f"{base}/journal/{i}/idempotency_key", entry["idempotency_key"])
-    for i, record in enumerate(tenant["idempotency_records"]):
         answer = None if record["body"] is None else _propose_answer(record["body"])
         if answer is not None:  # one that is no answer is refused already (_check_references)
             for text in _strings(answer):  # each string alone, as stored
@@ -420,6 +417,8 @@ def _secrets(tenant: dict[str, Any], base: str) -> list[dict[str, str]]:
                 if found:
                     problems += found
                     break
+    for i, entry in enumerate(tenant.get("journal", [])):  # the keys the journal kept, as above
+        problems += _secret_found(f"{base}/journal/{i}/idempotency_key", entry["idempotency_key"])
     return problems
 
 
