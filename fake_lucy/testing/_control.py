@@ -13,7 +13,6 @@ from typing import Any
 import httpx
 
 from fake_lucy import __version__
-from fake_lucy.addresses import loopback_url
 from fake_lucy.domain import admin, findings, snapshot
 from fake_lucy.domain.errors import DomainError
 from fake_lucy.domain.records import journal_dict
@@ -21,7 +20,7 @@ from fake_lucy.runtime import FakeLucy
 from fake_lucy.store.queries import JournalFilter
 from fake_lucy.testing.admin import describe_problem
 from fake_lucy.testing.fakes import InProcessFake
-from fake_lucy.testing.tls import shared_tls_context
+from fake_lucy.testing.tls import control_request
 
 __all__ = ["Baseline", "Control", "for_fixture_value"]
 
@@ -143,14 +142,7 @@ class HttpControl(Control):
     def _call(self, method: str, path: str, **options: Any) -> Any:
         """The answer of a control call; what goes wrong is ``ValueError`` with one line."""
         try:
-            with httpx.Client(
-                base_url=self.base_url,
-                headers={"Authorization": f"Bearer {self.admin_token}"},
-                timeout=30,
-                verify=shared_tls_context(),
-                trust_env=not loopback_url(self.base_url),  # no HTTP_PROXY to 127.0.0.1
-            ) as http:
-                response = http.request(method, "/_fake" + path, **options)
+            response = control_request(self.base_url, self.admin_token, method, path, timeout=30, **options)
         except httpx.TransportError as exc:  # the fake stopped, or the way to it
             raise ValueError(
                 f"the fake at {self.base_url} cannot be reached ({method} /_fake{path}):"

@@ -22,13 +22,13 @@ from typing import Any
 
 import httpx
 
-from fake_lucy.addresses import loopback_url, path_segment
+from fake_lucy.addresses import path_segment
 from fake_lucy.domain.defaults import DEFAULT_ADMIN_TOKEN
 from fake_lucy.testing.admin import FakeAdmin
 from fake_lucy.testing.errors import SharedFakeError
 from fake_lucy.testing.fakes import _Shape
 from fake_lucy.testing.sync_admin import SyncFakeAdmin
-from fake_lucy.testing.tls import shared_tls_context
+from fake_lucy.testing.tls import control_request
 
 __all__ = ["ADMIN_TOKEN_VARIABLE", "SharedFakeError", "SharedTenant", "server_admin_token"]
 
@@ -79,14 +79,7 @@ class SharedTenant(_Shape):
         """Create a tenant with the server admin token (``name`` or a generated id)."""
         body = {} if name is None else {"tenant": name}
         try:
-            response = httpx.post(
-                base_url.rstrip("/") + "/_fake/tenants",
-                json=body,
-                headers={"Authorization": f"Bearer {admin_token}"},
-                timeout=_TIMEOUT,
-                verify=shared_tls_context(),
-                trust_env=not loopback_url(base_url),  # no HTTP_PROXY to 127.0.0.1
-            )
+            response = control_request(base_url, admin_token, "POST", "/tenants", json=body, timeout=_TIMEOUT)
         except httpx.TransportError as exc:
             raise SharedFakeError(f"the shared fake at {base_url} cannot be reached: {exc}") from None
         if response.status_code != 201:
@@ -103,14 +96,7 @@ class SharedTenant(_Shape):
         """A control call as the tenant's admin; what goes wrong (the fake stopped or cannot be
         reached, the tenant gone, an answer that is not the fake's) is one ``SharedFakeError``."""
         try:
-            response = httpx.request(
-                method,
-                self.base_url + "/_fake" + path,
-                headers={"Authorization": f"Bearer {self.admin_token}"},
-                timeout=_TIMEOUT,
-                verify=shared_tls_context(),
-                trust_env=not loopback_url(self.base_url),
-            )
+            response = control_request(self.base_url, self.admin_token, method, path, timeout=_TIMEOUT)
         except httpx.TransportError as exc:  # refused, reset, timed out: the fake stopped, or the way to it
             raise SharedFakeError(
                 f"the shared fake at {self.base_url} cannot be reached ({method} /_fake{path}):"

@@ -12,10 +12,13 @@ from __future__ import annotations
 import functools
 import os
 import ssl
+from typing import Any
 
 import httpx
 
-__all__ = ["shared_tls_context"]
+from fake_lucy.addresses import loopback_url
+
+__all__ = ["control_request", "shared_tls_context"]
 
 
 def shared_tls_context() -> ssl.SSLContext:
@@ -29,3 +32,20 @@ def shared_tls_context() -> ssl.SSLContext:
 def _context(cert_file: str | None, cert_dir: str | None) -> ssl.SSLContext:
     # the arguments are the cache's key: httpx reads the same two variables itself
     return httpx.create_ssl_context()
+
+
+def control_request(
+    base_url: str, admin_token: str, method: str, path: str, *, timeout: float | httpx.Timeout, **options: Any
+) -> httpx.Response:
+    """``method /_fake{path}`` with ``admin_token``, as every testing helper sends a control call:
+    the shared TLS context, and no proxy from the environment to a loopback fake (``HTTP_PROXY``
+    cannot reach 127.0.0.1). A failure to reach the fake is httpx's ``TransportError``."""
+    return httpx.request(
+        method,
+        base_url.rstrip("/") + "/_fake" + path,
+        headers={"Authorization": f"Bearer {admin_token}"},
+        timeout=timeout,
+        verify=shared_tls_context(),
+        trust_env=not loopback_url(base_url),
+        **options,
+    )
