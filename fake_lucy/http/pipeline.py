@@ -226,20 +226,31 @@ class V1Pipeline:
             response = DropConnection()
         if call.journaled:
             return response
-        if call.delay_ms:
-            # An injected fault's latency is wall time by design (SPEC 3.4): it exercises client timeouts.
-            self.fake.db.commit_joined()
-            await asyncio.sleep(call.delay_ms / 1000)
         if isinstance(response, DropConnection):
             call.journal.dropped = True
         else:
             call.journal.status = response.status_code
+        retry_after = response.headers.get("retry-after")
+        if call.delay_ms:
+            # An injected fault's latency is wall time by design (SPEC 3.4): it exercises client
+            # timeouts. The journal row is committed before it, beside the charge and the fault
+            # taken: a process ended during the delay leaves no charge without its row. The
+            # request is judged once answered (a wait before a repeat counts from the answer).
+            with self._transaction() as conn:
+                if server_state.tenant_is(conn, call.principal.tenant_id, call.principal.incarnation):
+                    self._journal(conn, call)
+            self.fake.db.commit_joined()
+            await asyncio.sleep(call.delay_ms / 1000)
+            with self._transaction() as conn:
+                if server_state.tenant_is(conn, call.principal.tenant_id, call.principal.incarnation):
+                    self._observe(conn, call, code, retry_after)
+            return response
         with self._transaction() as conn:
             # not into a state made since the request began (its tenant reset, restored or made
             # again): that state never saw the request, and its charge (if any) went with the old
             if server_state.tenant_is(conn, call.principal.tenant_id, call.principal.incarnation):
                 self._journal(conn, call)
-                self._observe(conn, call, code, response.headers.get("retry-after"))
+                self._observe(conn, call, code, retry_after)
         return response
 
     def _journal(self, conn: sqlite3.Connection, call: _Call) -> None:

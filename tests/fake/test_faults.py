@@ -231,10 +231,16 @@ async def test_delay_ms_holds_the_answer_while_other_requests_are_served(api, ad
         served = await status(api, "prop_" + "q" * 22)
         assert served.status_code == 404
         assert not done.is_set(), "the delayed answer is still being held"
+        # What a process ended during the delay leaves: the held request's journal row is committed
+        # with its charge (after_commit) and its taken fault, before the delay.
+        held = [(row["status"], row["charged"], row["fault_id"]) for row in await admin.requests()]
+        charged = phase == "after_commit"
+        assert held == [(503, charged, fault["fault_id"]), (404, False, None)], "journaled when decided"
+        ledger = [row["request_id"] for row in await admin.ledger() if row["operation"] == "recall"]
+        assert len(ledger) == int(charged)
     assert results["delayed"].status_code == 503
     assert results["delayed"].headers["Fake-Lucy-Fault"] == fault["fault_id"]
-    journal = await admin.requests()
-    assert [row["status"] for row in journal] == [404, 503], "journaled when answered"
+    assert [row["status"] for row in await admin.requests()] == [503, 404], "one row each, not two"
 
 
 async def test_delay_ms_of_an_in_flight_fault_delays_the_successful_answer(api, admin) -> None:
