@@ -59,6 +59,7 @@ from lucy_memory.errors import (
     InvalidJSONError,
     InvalidRequestError,
     InvalidResponseError,
+    LucyMemoryError,
     PermissionDeniedError,
     ResponseLostError,
     SecretDetectedError,
@@ -414,8 +415,14 @@ class AgentMemoryClient(AsyncClosing):
                 operation=request.operation,
                 idempotency_key=request.idempotency_key,
             )
-        with map_transport_errors(request):
-            return await self._transport.send(request)
+        try:
+            with map_transport_errors(request):
+                return await self._transport.send(request)
+        except LucyMemoryError as exc:
+            # a custom transport's own error may quote the request's headers: never the token
+            exc.detail = self._redact(exc.detail)
+            exc.args = tuple(self._redact(arg) if isinstance(arg, str) else arg for arg in exc.args)
+            raise
 
     async def _exchange(
         self,
@@ -447,6 +454,13 @@ class AgentMemoryClient(AsyncClosing):
             except ResponseLostError as lost:
                 lost.attempts = attempt + 1 - first_attempt  # this call's, as on every result and error
                 if idempotency_key is not None:
+                    self._key_attempts.set(idempotency_key, attempt + 1)
+                raise
+            except BaseException as exc:
+                # cancelled (a caller's timeout, a host's cancellation) while the attempt may have
+                # reached Lucy: it counts, as a lost answer's does, so a repeat with the key never
+                # makes more attempts than Lucy allows (an SDK error says itself what was sent)
+                if idempotency_key is not None and not isinstance(exc, Exception):
                     self._key_attempts.set(idempotency_key, attempt + 1)
                 raise
             logger.debug(
@@ -493,6 +507,10 @@ class AgentMemoryClient(AsyncClosing):
                 self._waits.add(waiting)
                 try:
                     await self._sleep(decision.delay)
+                except BaseException:  # cancelled while it waited: the answered attempts stand
+                    if idempotency_key is not None:
+                        self._key_attempts.set(idempotency_key, attempt + 1)
+                    raise
                 finally:
                     self._waits.discard(waiting)
             if self._closed:  # closed while it waited: the attempts made stand, as on any other error

@@ -319,6 +319,10 @@ def create_lucy_http_transport(
     ``http_transport`` replaces httpx's network layer (e.g. an in-process test transport); the Lucy
     request and response handling stays the same.
     """
+    if not isinstance(allow_insecure_loopback, bool):
+        raise ConfigurationError(
+            f"allow_insecure_loopback must be True or False, not a {type(allow_insecure_loopback).__name__}"
+        )
     origin = _check_base_url(base_url, allow_insecure_loopback=allow_insecure_loopback)
     if (
         isinstance(max_retries, bool)

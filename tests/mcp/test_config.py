@@ -9,6 +9,7 @@ from collections.abc import Callable
 import pytest
 
 from lucy_memory import Transport
+from lucy_memory.mcp.__main__ import main
 from lucy_memory.mcp.config import McpConfigError, ServerConfig, load_settings, resolve_config
 from tests.mcp.helpers import write_transport_module
 
@@ -242,3 +243,27 @@ def test_the_state_folder_is_absolute_and_defaults_to_the_users_state_folder(
     assert configure().state_dir == tmp_path / "home" / ".local" / "state" / "lucy-memory-mcp"
     assert configure(STATE_DIR=str(tmp_path / "mine")).state_dir == tmp_path / "mine"
     assert refused(configure, STATE_DIR="relative/state") == "LUCY_MEMORY_STATE_DIR must be an absolute path"
+
+
+def test_the_variables_are_read_by_their_exact_names(configure, monkeypatch) -> None:
+    """``lucy_memory_token`` is not ``LUCY_MEMORY_TOKEN``: a name spelt otherwise is not read."""
+    monkeypatch.setenv("lucy_memory_token", TOKEN)
+    monkeypatch.setenv("Lucy_Memory_Base_Url", "https://elsewhere.example")
+    assert "LUCY_MEMORY_TOKEN is required" in refused(configure)
+    assert load_settings().base_url is None
+    assert configure(TOKEN=TOKEN, BASE_URL="https://lucy.example").origin == "https://lucy.example"
+
+
+def test_a_configuration_error_naming_a_path_with_a_line_break_is_one_line(monkeypatch, capsys) -> None:
+    """The path is the environment's text: its control characters are written escaped."""
+    for name in list(os.environ):
+        if name.startswith("LUCY_MEMORY_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("LUCY_MEMORY_TOKEN", TOKEN)
+    monkeypatch.setenv("LUCY_MEMORY_TRANSPORT_MODULE", "/nonexistent/no\nsuch\x1b[2J.py")
+    assert main([]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.count("\n") == 1
+    assert err.startswith("lucy-memory-mcp: invalid configuration: ")
+    assert "no\\nsuch\\x1b[2J.py" in err

@@ -361,3 +361,41 @@ async def test_an_unexpected_failure_is_logged_without_the_token(
     assert "proxy refused request" in logged
     assert "[token]" in logged
     assert DEV_TOKEN not in logged
+
+
+async def test_a_refused_propose_with_a_given_key_says_to_call_again_with_a_new_key_or_none(
+    fake, admin
+) -> None:
+    """A 402 is final: repeating the request with its key, once topped up, is no retry Lucy allows (the
+    fake reports it: propose_retry_not_retryable). A derived key moves on by itself; a given one must
+    be changed by the host, and the advice says so."""
+    await admin.set_balance("acct_dev", 0)
+    arguments = {**proposal_args(), "idempotency_key": "host-key-1"}
+    async with connect(fake) as client:
+        refused_text = _error_text(await client.call_tool("memory_propose", arguments))
+        await admin.set_balance("acct_dev", 10)
+        followed = await client.call_tool("memory_propose", {**arguments, "idempotency_key": "host-key-2"})
+    assert refused_text.startswith("Error insufficient_credits (HTTP 402) from propose")
+    assert "call memory_propose with a new idempotency_key, or none" in refused_text
+    assert "not with host-key-1" in refused_text
+    assert followed.is_error is False
+    assert await admin.findings() == []
+
+
+async def test_a_retryable_failure_keeps_the_advice_to_repeat_with_the_same_key(fake, admin) -> None:
+    await admin.add_fault("propose", 503, count=3)
+    async with connect(fake, sleep=RecordingSleep()) as client:
+        text = _error_text(await client.call_tool("memory_propose", CALLS["propose"][1]))
+    assert "new idempotency_key" not in text
+    assert "idempotency_key key-under-test" in text
+
+
+async def test_a_null_idempotency_key_is_refused_as_the_tool_schema_says(fake, admin) -> None:
+    """The tool's input schema takes a string or no key: null is refused as any other non-string, and
+    nothing is sent."""
+    async with connect(fake) as client:
+        text = _error_text(
+            await client.call_tool("memory_propose", {**proposal_args(), "idempotency_key": None})
+        )
+    assert text.startswith("Error idempotency_key_required (refused before sending) from propose")
+    assert await admin.requests() == []

@@ -262,3 +262,12 @@ async def test_an_insecure_url_is_refused_before_any_request_reaches_the_fake(fa
     with pytest.raises(LucyMemoryError):
         create_lucy_http_transport(base_url=fake.base_url, http_transport=fake.transport)
     assert await admin.requests() == []
+
+
+@pytest.mark.parametrize("allow", ["no", 1, 0.0001, None])
+def test_the_cleartext_switch_is_true_or_false_not_any_value_that_reads_as_true(allow) -> None:
+    """``allow_insecure_loopback="no"`` used to allow cleartext: the switch is checked as every other
+    argument is."""
+    with pytest.raises(ConfigurationError) as caught:
+        create_lucy_http_transport(base_url="http://127.0.0.1:8787", allow_insecure_loopback=allow)
+    assert "allow_insecure_loopback must be True or False" in str(caught.value)

@@ -3,12 +3,20 @@ the error carries the key, and repeating with it replays — one proposal, one c
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 
-from lucy_memory import AgentMemoryClient, ResponseLostError, TransportRequest, TransportResponse
+from lucy_memory import (
+    AgentMemoryClient,
+    LucyMemoryError,
+    ResponseLostError,
+    TransportRequest,
+    TransportResponse,
+)
 from tests.sdk.helpers import RaisingTransport, http_transport, proposal_json
 
 pytestmark = pytest.mark.anyio
@@ -174,3 +182,72 @@ async def test_repeated_recoveries_never_send_a_retry_header_past_max_retries(
     assert recovered.proposal.status == "pending"
     headers = [request.attempt for request in flaky.sent]
     assert headers == [min(n, max_retries) for n in range(13)]
+
+
+class _BlocksOnce:
+    """An injected ``sleep`` whose first wait never ends (until the caller is cancelled)."""
+
+    def __init__(self) -> None:
+        self.entered = anyio.Event()
+        self.delays: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.delays.append(seconds)
+        if not self.entered.is_set():
+            self.entered.set()
+            await anyio.sleep_forever()
+
+
+async def test_a_propose_cancelled_while_it_waits_to_retry_counts_its_attempts_for_a_repeat(
+    live, live_admin, new_client
+) -> None:
+    """A caller's timeout (or an MCP host's cancellation) during the wait before a retry: the attempt
+    answered 503 counts, so a repeat with the key goes on at attempt 1 and Lucy sees at most three
+    attempts of the key (it used to start again at 0: five attempts in all)."""
+    await live_admin.add_fault("propose", 503, retry_after=1, count=5)
+    sleep = _BlocksOnce()
+    client = new_client(live, sleep=sleep)
+    body = proposal_json()
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(functools.partial(client.propose, body, idempotency_key="cancelled-1"))
+        await sleep.entered.wait()
+        tasks.cancel_scope.cancel()
+    with pytest.raises(LucyMemoryError) as caught:
+        await client.propose(body, idempotency_key="cancelled-1")
+
+    assert caught.value.status == 503
+    rows = await live_admin.requests(operation="propose")
+    assert [row["retry_attempt"] for row in rows] == [0, 1, 2]
+    # (this test's sleeps return at once, so the fake reports the early retries; never too many)
+    assert "too_many_retries" not in {finding["code"] for finding in await live_admin.findings()}
+
+
+async def test_a_propose_cancelled_while_its_answer_is_on_the_way_repeats_as_a_retry(
+    live, live_admin, new_client
+) -> None:
+    """Cancelled after the request reached Lucy, before its answer was read: as a lost answer, the
+    repeat with the key is attempt 1 and replays the proposal the first attempt made."""
+    inner = http_transport(live)
+    reached = anyio.Event()
+
+    class AnswerNeverRead:
+        async def send(self, request: TransportRequest) -> TransportResponse:
+            response: TransportResponse = await inner.send(request)
+            if not reached.is_set():
+                reached.set()
+                await anyio.sleep_forever()
+            return response
+
+    client = new_client(live, transport=AnswerNeverRead())
+    body = proposal_json()
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(functools.partial(client.propose, body, idempotency_key="cancelled-2"))
+        await reached.wait()
+        tasks.cancel_scope.cancel()
+    again = await client.propose(body, idempotency_key="cancelled-2")
+
+    assert again.replayed is True
+    rows = await live_admin.requests(operation="propose")
+    assert [(row["retry_attempt"], row["replayed"]) for row in rows] == [(0, False), (1, True)]
+    await inner.aclose()

@@ -9,7 +9,14 @@ import traceback
 import httpx
 import pytest
 
-from lucy_memory import LucyMemoryError, SyncAgentMemoryClient, TransportResponse
+from lucy_memory import (
+    ConnectionFailedError,
+    LucyMemoryError,
+    ResponseLostError,
+    SyncAgentMemoryClient,
+    TransportResponse,
+)
+from lucy_memory.mcp.render import render_error
 from tests.sdk.helpers import PROJECT, Recorder, http_transport, proposal_json
 
 pytestmark = pytest.mark.anyio
@@ -118,3 +125,32 @@ def test_the_sync_facade_hides_the_token_too(fake) -> None:
         permissions=["memory:read"],
     ) as client:
         assert token not in repr(client)
+
+
+@pytest.mark.parametrize("error_class", [ConnectionFailedError, ResponseLostError])
+async def test_an_sdk_error_a_custom_transport_raises_with_the_token_in_it_is_redacted(
+    fake, new_client, error_class
+) -> None:
+    """A custom transport may quote the request's headers in its own error (the ``Transport``
+    protocol lets it raise these classes): the caller, and an MCP host, never see the token."""
+    token = "tok_" + "t" * 40
+
+    class Quoting:
+        async def send(self, request):
+            raise error_class(
+                f"proxy CONNECT failed; sent {dict(request.headers)}",
+                operation=request.operation,
+                idempotency_key=request.idempotency_key,
+                attempts=1,
+            )
+
+    client = new_client(fake, token=token, transport=Quoting())
+    with pytest.raises(error_class) as caught:
+        await client.propose(proposal_json(), idempotency_key="quoted-1")
+    error = caught.value
+    assert "Bearer [redacted]" in error.detail  # the transport's words are kept, but the token
+    assert error.idempotency_key == "quoted-1"
+    assert [text for text in _texts_of_error(error) if token in text] == []
+    rendered = render_error(error, operation="propose")
+    assert "Bearer [redacted]" in rendered
+    assert token not in rendered

@@ -71,6 +71,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         line = str(exc)
         if settings is not None and settings.token:  # defence in depth: no message is built from the token
             line = redact(line, settings.token.get_secret_value())
+        # one line whatever the environment held (a path may hold a line break): escaped as Python would
+        line = "".join(char if char.isprintable() else repr(char)[1:-1] for char in line)
         sys.stderr.write(f"{SERVER_NAME}: invalid configuration: {line}\n")
         sys.stderr.flush()
         return 2

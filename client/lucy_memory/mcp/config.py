@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from pydantic import SecretStr, ValidationError
+from pydantic import Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from lucy_memory._contract import OPERATION_PERMISSIONS, PERMISSIONS, TOKEN_RULE, valid_token
@@ -60,14 +60,19 @@ class McpConfigError(Exception):
 class McpSettings(BaseSettings):
     """The raw environment, one field per variable. ``resolve_config`` applies the rules."""
 
-    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_ignore_empty=True, extra="ignore")
+    # exactly the documented names (each field's alias): ``lucy_memory_token`` is not LUCY_MEMORY_TOKEN
+    model_config = SettingsConfigDict(
+        env_ignore_empty=True, extra="ignore", case_sensitive=True, populate_by_name=True
+    )
 
-    token: SecretStr | None = None
-    permissions: str | None = None
-    base_url: str | None = None
-    transport_module: str | None = None
-    allow_insecure_loopback: str | None = None
-    state_dir: str | None = None
+    token: SecretStr | None = Field(default=None, validation_alias=ENV_PREFIX + "TOKEN")
+    permissions: str | None = Field(default=None, validation_alias=ENV_PREFIX + "PERMISSIONS")
+    base_url: str | None = Field(default=None, validation_alias=ENV_PREFIX + "BASE_URL")
+    transport_module: str | None = Field(default=None, validation_alias=ENV_PREFIX + "TRANSPORT_MODULE")
+    allow_insecure_loopback: str | None = Field(
+        default=None, validation_alias=ENV_PREFIX + "ALLOW_INSECURE_LOOPBACK"
+    )
+    state_dir: str | None = Field(default=None, validation_alias=ENV_PREFIX + "STATE_DIR")
 
 
 def load_settings() -> McpSettings:
@@ -75,7 +80,7 @@ def load_settings() -> McpSettings:
     try:
         return McpSettings()
     except ValidationError as exc:  # only strings are read; kept so a future field fails clearly
-        names = ", ".join(ENV_PREFIX + str(error["loc"][0]).upper() for error in exc.errors())
+        names = ", ".join(str(error["loc"][0]) for error in exc.errors())  # the variables' names
         raise McpConfigError(f"cannot read {names}") from None
 
 

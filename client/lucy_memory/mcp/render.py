@@ -264,7 +264,25 @@ def _next_step(error: LucyMemoryError, operation: str) -> str:
             advice += f" Safe next step: {same_key} (a replay if the first one executed)."
         elif operation != "propose":
             advice += f" Repeating {operation} may charge a credit if it executes."
+    elif operation == "propose" and key is not None and _refused_for_good(error):
+        # Lucy never retries a refused request: its key is done with (a derived key moves on by itself)
+        advice += (
+            " Once the cause is fixed, call memory_propose with a new idempotency_key, or none (one is"
+            f" derived from the arguments), not with {key}: repeating a refused request with its key"
+            " is no retry Lucy allows."
+        )
     return advice.strip()
+
+
+def _refused_for_good(error: LucyMemoryError) -> bool:
+    """A 4xx answer but a rate limit and a key still in use: the request will never succeed as sent."""
+    status = error.status
+    return (
+        status is not None
+        and 400 <= status < 500
+        and status != 429
+        and error.code not in ("idempotency_key_in_use", "idempotency_key_reused")
+    )
 
 
 def status_phrase(error: LucyMemoryError) -> str:

@@ -25,9 +25,9 @@ from mcp.server import Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
 from mcp_types import CLIENT_INFO_META_KEY
 
-from lucy_memory._contract import SecretScanner, canonical_sha256, clean_client_name
+from lucy_memory._contract import IDEMPOTENCY_KEY_RULE, SecretScanner, canonical_sha256, clean_client_name
 from lucy_memory.client import AgentMemoryClient
-from lucy_memory.errors import APIError, LucyMemoryError
+from lucy_memory.errors import APIError, IdempotencyKeyRequiredError, LucyMemoryError
 from lucy_memory.mcp.config import SERVER_NAME, ServerConfig
 from lucy_memory.mcp.refusals import RefusedKeys
 from lucy_memory.mcp.render import render_error, render_propose, render_recall, render_status, status_phrase
@@ -188,6 +188,11 @@ class LucyMemoryTools:
             recalled = await client.recall(json.dumps(arguments))
             return _success(render_recall(recalled), recalled.body)
         if name == PROPOSE:
+            if "idempotency_key" in arguments and arguments["idempotency_key"] is None:
+                # the tool's input schema takes a string or no key at all: null is refused as 5 is
+                raise IdempotencyKeyRequiredError(
+                    f"idempotency_key must be {IDEMPOTENCY_KEY_RULE}, or left out", operation="propose"
+                )
             key = arguments.pop("idempotency_key", None)
             derived = key is None
             base = derive_idempotency_key(arguments) if derived else None
