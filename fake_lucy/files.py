@@ -68,14 +68,14 @@ def _target(path: Path) -> Path:
     return Path(os.path.realpath(path)) if path.is_symlink() else path
 
 
-def file_to_write(text: str) -> Path:
+def file_to_write(text: str, *, example: str = "state.json") -> Path:
     """``text`` (a command line's or a setting's) as the path of a file to write. One that ends with
     a separator names a folder: ``Path`` would drop the separator, and a file of the folder's name
     would be written (made with the folders above it), so it is ``ValueError``."""
     if text.endswith(("/", os.sep)):
         raise ValueError(
             f"{text} ends with {text[-1]}, so it names a folder, not a file: add the file's name"
-            f" (for example {text}state.json)"
+            f" (for example {text}{example})"
         )
     return Path(text)
 

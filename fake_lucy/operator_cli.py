@@ -213,9 +213,13 @@ _GLOBAL = {"url": "global_url", "admin_token_file": "global_admin_token_file", "
 
 def add_global_options(parser: argparse.ArgumentParser) -> None:
     """``--url``, ``--admin-token-file`` and ``--json`` before the command too, as ``git -C``."""
-    parser.add_argument("--url", dest=_GLOBAL["url"], help="as the command's --url")
+    parser.add_argument("--url", dest=_GLOBAL["url"], metavar="URL", help="as the command's --url")
     parser.add_argument(
-        "--admin-token-file", dest=_GLOBAL["admin_token_file"], type=Path, help="as the command's"
+        "--admin-token-file",
+        dest=_GLOBAL["admin_token_file"],
+        metavar="FILE",
+        type=Path,
+        help="as the command's --admin-token-file",
     )
     parser.add_argument("--json", dest=_GLOBAL["json"], action="store_true", help="as the command's --json")
 

@@ -43,7 +43,15 @@ class FakeLucySettings(BaseSettings):
 
     @field_validator(
         "host",
+        "port",
+        "workers",
+        "database",
         "seed",
+        "id_seed",
+        "journal_size",
+        "idempotency_ttl_seconds",
+        "reset_on_start",
+        "quiet",
         "admin_token_file",
         "import_file",
         "export_on_exit",
@@ -65,6 +73,18 @@ class FakeLucySettings(BaseSettings):
         """A path ending with ``/`` names a folder (``Path`` would drop the slash, and a file of the
         folder's name would be written): said, like an empty one."""
         return file_to_write(value) if isinstance(value, str) and value.strip() else value
+
+    @field_validator("database")
+    @classmethod
+    def _a_database_file(cls, value: str) -> str:
+        """As ``--export-on-exit``: a path ending with ``/``, or naming a folder, is no database file
+        (SQLite would make a file of the folder's name, or fail to open the folder)."""
+        if value == ":memory:":
+            return value
+        file_to_write(value, example="fake-lucy.sqlite3")
+        if Path(value).is_dir():
+            raise ValueError(f"{value} is a folder, not a file: add the file's name")
+        return value
 
     @model_validator(mode="after")
     def _together(self) -> FakeLucySettings:

@@ -1370,3 +1370,13 @@ def test_output_an_encoding_cannot_hold_is_escaped_not_a_traceback_and_json_stay
     assert "Café ⟨menu⟩".encode(encoding, "backslashreplace") in table.stdout
     assert listed.stdout.isascii()
     assert [item["content"] for item in json.loads(listed.stdout)] == [content]
+
+
+def test_the_options_before_the_command_are_described_in_the_help(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["--help"])
+    out = capsys.readouterr().out
+    assert exited.value.code == 0
+    assert "[--url URL] [--admin-token-file FILE]" in out
+    assert "as the command's --admin-token-file" in out
+    assert "GLOBAL" not in out

@@ -109,7 +109,7 @@ def _foreign_database(path: Path) -> None:
     ("make", "args", "env", "expected"),
     [
         ("random", ["--database", "{db}"], {}, "cannot be opened as a SQLite database"),
-        ("directory", ["--database", "{dir}"], {}, "cannot be opened as a SQLite database"),
+        (None, ["--database", "{dir}"], {}, "is a folder, not a file: add the file's name"),
         ("foreign", ["--database", "{db}"], {}, "holds tables of another application"),
         (None, ["--database", ""], {}, "--database (FAKE_LUCY_DATABASE): "),
         (None, ["--port", "70000"], {}, "--port (FAKE_LUCY_PORT): "),
@@ -171,6 +171,20 @@ def _foreign_database(path: Path) -> None:
             "(FAKE_LUCY_EXPORT_ON_EXIT): is set but",
         ),
         (None, ["--database", "{db}"], {"FAKE_LUCY_IMPORT": ""}, "FAKE_LUCY_IMPORT is set but empty"),
+        (None, [], {"FAKE_LUCY_PORT": ""}, "--port (FAKE_LUCY_PORT): is set but empty"),
+        (
+            None,
+            ["--database", "{db}"],
+            {"FAKE_LUCY_WORKERS": ""},
+            "--workers (FAKE_LUCY_WORKERS): is set but",
+        ),
+        (
+            None,
+            ["--database", "{db}"],
+            {"FAKE_LUCY_QUIET": ""},
+            "--quiet (FAKE_LUCY_QUIET): is set but empty",
+        ),
+        (None, [], {"FAKE_LUCY_DATABASE": ""}, "--database (FAKE_LUCY_DATABASE): is set but empty"),
     ],
 )
 def test_a_bad_file_or_setting_is_one_line_and_a_non_zero_exit(
@@ -200,6 +214,23 @@ def test_a_bad_file_or_setting_is_one_line_and_a_non_zero_exit(
         conn.close()
     if make in ("bad-seed", "deep-seed") and "FAKE_LUCY_IMPORT" not in env:
         assert not db.exists()  # nothing half-seeded (nor made before a setting was refused)
+
+
+@pytest.mark.parametrize("given", ["flag", "env"])
+def test_a_database_path_ending_with_a_slash_is_refused_not_made_a_file_of_the_folders_name(
+    tmp_path: Path, capsys, monkeypatch, given: str
+) -> None:
+    """As ``--export-on-exit`` and ``snapshot export``: ``--database dir/`` names a folder."""
+    folder = f"{tmp_path}/state/"
+    if given == "env":
+        monkeypatch.setenv("FAKE_LUCY_DATABASE", folder)
+    assert main(["serve", *(["--database", folder] if given == "flag" else [])]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"fake-lucy: invalid configuration: --database (FAKE_LUCY_DATABASE): {folder} ends with /, so it"
+        f" names a folder, not a file: add the file's name (for example {folder}fake-lucy.sqlite3)\n"
+    )
+    assert not (tmp_path / "state").exists()
 
 
 def test_the_admin_token_file_wins_over_the_environment(tmp_path: Path, monkeypatch) -> None:

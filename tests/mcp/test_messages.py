@@ -32,6 +32,8 @@ def test_help_prints_the_usage_on_stdout_and_exits_0_without_serving(flag, capsy
         "LUCY_MEMORY_TRANSPORT_MODULE",
     ):
         assert name in out
+    assert "refused-keys.json" in out  # the file a user finds, not a module of the package
+    assert ".py)" not in out
     assert err == ""
 
 

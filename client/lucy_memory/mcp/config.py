@@ -6,7 +6,7 @@ LUCY_MEMORY_PERMISSIONS              comma list of memory:read, memory:propose; 
 LUCY_MEMORY_BASE_URL                 the deployment's origin (https://…)              } exactly one
 LUCY_MEMORY_TRANSPORT_MODULE         absolute path of a .py file with create_transport } of these two
 LUCY_MEMORY_ALLOW_INSECURE_LOOPBACK  1 allows http:// to a loopback host
-LUCY_MEMORY_STATE_DIR                absolute folder for the refused derived keys (mcp/refusals.py);
+LUCY_MEMORY_STATE_DIR                absolute folder for the refused derived keys (refused-keys.json);
                                      unset = $XDG_STATE_HOME/lucy-memory-mcp or ~/.local/state/…
 ```
 
