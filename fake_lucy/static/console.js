@@ -174,13 +174,7 @@
     }
     var cards = document.querySelectorAll("article.proposal");
     var card = kept.index < 0 ? null : cards[Math.min(kept.index, cards.length - 1)];
-    var target = card ? card.querySelector("button") : document.querySelector("main h1");
-    if (target) {
-      if (!card) {
-        target.setAttribute("tabindex", "-1");
-      }
-      target.focus();
-    }
+    place(card ? card.querySelector("button") : null);
     if (kept.done) {
       done = kept.done + ": done · ";
       var line = document.getElementById("live-status");
@@ -188,6 +182,28 @@
         line.textContent = done.slice(0, -3);
       }
     }
+  }
+  // The element the page itself gave the focus to (a card's first button, or the heading): that is
+  // no sign of the reviewer using the page, so live updates go on; once they move the focus, it is.
+  var placed = null;
+  function place(target) {
+    target = target || document.querySelector("main h1");
+    if (!target) {
+      return;
+    }
+    if (target.tagName === "H1") {
+      target.setAttribute("tabindex", "-1");
+    }
+    target.focus();
+    placed = target;
+  }
+  // After a live update the placed focus goes to the same card's button in the new page, or to the
+  // heading when that card is gone (decided meanwhile): never to another proposal's button, which
+  // an Enter meant for the first one would press.
+  function placeAgain(main) {
+    var card = placed.closest("article.proposal");
+    var same = card ? main.querySelector('article.proposal[id="' + card.id + '"]') : null;
+    place(same ? same.querySelector("button") : main.querySelector("h1"));
   }
   var done = ""; // what the last action did, said before the live status until the page changes
   restorePlace();
@@ -254,7 +270,8 @@
       return false;
     }
     var active = document.activeElement;
-    return (active && active !== body && main.contains(active)) || main.matches(":hover") || typedInto(main);
+    var focused = active && active !== body && active !== placed && main.contains(active);
+    return focused || main.matches(":hover") || typedInto(main);
   }
 
   function refresh() {
@@ -287,8 +304,14 @@
         if (fresh && main) {
           var swapped = document.importNode(fresh, true);
           var notes = main.querySelectorAll(".refusal");
+          var wasPlaced = placed !== null && document.activeElement === placed;
           main.replaceWith(swapped);
           keep(notes, swapped);
+          if (wasPlaced) {
+            placeAgain(swapped);
+          } else {
+            placed = null;
+          }
           swapped.addEventListener("mouseleave", retry);
           scheduleExpiry();
         }

@@ -671,6 +671,33 @@ def test_after_a_keyboard_approval_the_focus_is_on_the_next_card_and_the_status_
     assert proposal_status(live, second["id"])["status"] == "approved"
 
 
+def test_the_focus_the_page_gave_after_an_action_does_not_stop_the_live_updates(
+    page: Page, live: LiveServer
+) -> None:
+    """After an approval the page puts the focus on the next card (or on the heading of an empty
+    queue): that is not the reviewer using the page, so new proposals still appear at once, and the
+    focus stays on the same card's button (never moves to another proposal's)."""
+    first = propose(live, proposal_body("First in line."))
+    second = propose(live, proposal_body("Second in line."))
+    page.reload()
+    page.locator(f"article#{first['id']}").get_by_role("button", name="Approve").focus()
+    page.keyboard.press("Enter")
+    next_approve = page.locator(f"article#{second['id']}").get_by_role("button", name="Approve")
+    expect(next_approve).to_be_focused()
+    third = propose(live, proposal_body("Third, while the focus is on the second."))
+    expect(page.locator(f"article#{third['id']}")).to_be_visible(timeout=1_000)
+    expect(next_approve).to_be_focused()
+    page.keyboard.press("Enter")  # the second, as the focus says: not the third
+    expect(page.locator(f"article#{second['id']}")).to_have_count(0)
+    assert proposal_status(live, second["id"])["status"] == "approved"
+    assert proposal_status(live, third["id"])["status"] == "pending"
+    page.locator(f"article#{third['id']}").get_by_role("button", name="Approve").focus()
+    page.keyboard.press("Enter")
+    expect(page.get_by_role("heading", name="Review queue")).to_be_focused()
+    fourth = propose(live, proposal_body("Fourth, into the empty queue."))
+    expect(page.locator(f"article#{fourth['id']}")).to_be_visible(timeout=1_000)
+
+
 def test_without_its_script_deleting_a_memory_asks_on_a_page_of_its_own(page: Page, live: LiveServer) -> None:
     """The question is the script's (window.confirm); without it (scripts off, or not loaded) the
     delete is not done at once: the answer is a page that asks, with Delete and Cancel."""
