@@ -184,7 +184,8 @@ def request_chains(
 
 @dataclass(frozen=True, slots=True)
 class CreditsView:
-    accounts: list[AccountRow]
+    accounts: list[AccountRow]  # the first ACCOUNTS_SHOWN, by tenant and id
+    account_count: int  # all of them (of the tenant shown)
     ledger: list[LedgerRecord]  # the newest LEDGER_LISTED rows, newest first
     series: dict[str, list[int]]  # per account: its balance after each of those rows
     last_event_id: int
@@ -197,23 +198,29 @@ def credits(conn: sqlite3.Connection, *, tenant: str | None) -> CreditsView:
     for row in ledger:
         series.setdefault(row.account_id, []).append(row.balance_after)
     listed = ledger[-LEDGER_LISTED:][::-1]
-    return CreditsView(accounts, listed, series, events.resume_after(conn, None))
+    count = review.account_count(conn, tenant=tenant)
+    return CreditsView(accounts, count, listed, series, events.resume_after(conn, None))
 
 
 @dataclass(frozen=True, slots=True)
 class SettingsView:
     clock: dict[str, object]
     faults: list[dict[str, Any]]
-    policies: dict[str, TenantPolicy]
+    policies: dict[str, TenantPolicy]  # the first TENANTS_SHOWN tenants' (of ``policies_of``), by id
+    tenant_count: int  # all of them
     last_event_id: int
 
 
-def settings(conn: sqlite3.Connection, *, tenant: str | None) -> SettingsView:
-    tenants = review.tenant_ids(conn, tenant=tenant, limit=TENANTS_SHOWN)
+def settings(conn: sqlite3.Connection, *, tenant: str | None, policies_of: str | None = None) -> SettingsView:
+    """``tenant``: the scope (a tenant admin's); ``policies_of``: the one tenant whose policy the server
+    admin asked for (the clock and the faults stay the scope's)."""
+    shown = tenant if tenant is not None else policies_of
+    tenants = review.tenant_ids(conn, tenant=shown, limit=TENANTS_SHOWN)
     return SettingsView(
         clock=clock.state(conn, tenant),
         faults=faults.list_faults(conn, tenant=tenant),
         policies={name: policy.get_policy(conn, name) for name in tenants},
+        tenant_count=review.tenant_count(conn, tenant=shown),
         last_event_id=events.resume_after(conn, None),
     )
 

@@ -310,14 +310,15 @@ class Console:
         name: str,
         build: Callable[[sqlite3.Connection, Session, Mapping[str, str]], dict[str, Any]],
     ) -> Response:
+        session: Session | None = None
         try:
             with self.fake.db.write() as conn:
                 session = self._session(conn, request)
                 if session is None:
                     return self.to_login()
                 context = build(conn, session, request.query_params)
-        except _BadInput as exc:
-            return self.message("Bad request", str(exc), status=400)
+        except _BadInput as exc:  # the navigation stays: the reviewer is logged in
+            return self.message("Bad request", str(exc), status=400, session=session)
         path = request.url.path + (f"?{request.url.query}" if request.url.query else "")
         return self.render(f"{name}.html", page=name, session=session, live=LIVE[name], here=path, **context)
 
@@ -328,6 +329,7 @@ class Console:
     ) -> Response:
         """A state change: session, origin and CSRF checked, then the action in one transaction;
         answered with a redirect to the page it came from (or to what the action returns)."""
+        session: Session | None = None
         try:
             form = await self._checked_form(request)
             with self.fake.db.write() as conn:
@@ -345,14 +347,15 @@ class Console:
         except _Refused as exc:
             return self.message("Refused", str(exc), status=403, login=isinstance(exc, _NoSession))
         except _BadInput as exc:
-            return self.message("Bad request", str(exc), status=400)
+            return self.message("Bad request", str(exc), status=400, session=session)
         except DomainError as error:
             status = int(ERRORS[error.code]["status"])
             text = error.detail
             wrong = (error.details or {}).get("errors") or []
             if wrong:  # which field, and what is wrong with it
                 text += ": " + "; ".join(f"{_field(item['pointer'])} {item['detail']}" for item in wrong[:5])
-            return self.message(error.code.replace("_", " ").capitalize(), text, status=status)
+            title = error.code.replace("_", " ").capitalize()
+            return self.message(title, text, status=status, session=session)
         return RedirectResponse(target or self._next(form), status_code=303, headers=SECURITY_HEADERS)
 
 
@@ -385,9 +388,7 @@ def _proposals(conn: sqlite3.Connection, session: Session, query: Mapping[str, s
     status = query.get("status") or None
     if status is not None and status not in STATUSES:
         raise _BadInput("status must be one of " + ", ".join(STATUSES))
-    tenant = query.get("tenant") or None
-    if tenant is not None and _TENANT_FILTER.errors({"tenant": tenant}):
-        raise _BadInput("tenant must be a tenant id (letters, digits and . _ : -)")
+    tenant = _tenant_filter(query)
     listing = review.proposals(
         conn, scope=_scope(session), tenant=tenant, status=status, after=_int(query, "after"), limit=PAGE
     )
@@ -402,7 +403,9 @@ def _proposals(conn: sqlite3.Connection, session: Session, query: Mapping[str, s
 
 
 def _memories(conn: sqlite3.Connection, session: Session, query: Mapping[str, str]) -> dict[str, Any]:
-    history = query.get("history") == "true"
+    history = query.get("history", "false") == "true"
+    if query.get("history", "false") not in ("true", "false"):
+        raise _BadInput("history is true or false")
     after: tuple[str, int] | None = None
     if query.get("after"):
         memory_id, _, version = query["after"].rpartition(":")
@@ -418,14 +421,24 @@ def _requests(conn: sqlite3.Connection, session: Session, query: Mapping[str, st
     return {"chains": chains, "last_event_id": last}
 
 
+def _tenant_filter(query: Mapping[str, str]) -> str | None:
+    """A page's tenant filter (the server admin's), checked as the control API checks it."""
+    tenant = query.get("tenant") or None
+    if tenant is not None and _TENANT_FILTER.errors({"tenant": tenant}):
+        raise _BadInput("tenant must be a tenant id (letters, digits and . _ : -)")
+    return tenant
+
+
 def _credits(conn: sqlite3.Connection, session: Session, query: Mapping[str, str]) -> dict[str, Any]:
-    view = review.credits(conn, tenant=session.tenant)
-    return {"view": view, "last_event_id": view.last_event_id}
+    tenant = _tenant_filter(query)
+    view = review.credits(conn, tenant=session.tenant or tenant)
+    return {"view": view, "tenant": tenant, "last_event_id": view.last_event_id}
 
 
 def _settings(conn: sqlite3.Connection, session: Session, query: Mapping[str, str]) -> dict[str, Any]:
-    view = review.settings(conn, tenant=session.tenant)
-    return {"view": view, "last_event_id": view.last_event_id}
+    tenant = _tenant_filter(query)
+    view = review.settings(conn, tenant=session.tenant, policies_of=tenant)
+    return {"view": view, "tenant": tenant, "last_event_id": view.last_event_id}
 
 
 def _reset_page(conn: sqlite3.Connection, session: Session, query: Mapping[str, str]) -> dict[str, Any]:
@@ -459,6 +472,24 @@ def _seconds(text: str) -> float:
     return value
 
 
+# the kinds a policy may name (the schema's), for the policy box's own words
+MEMORY_KINDS: Final = tuple(load_schema("definitions.schema.json")["$defs"]["kind"]["enum"])
+
+
+def _auto_approve(text: str) -> str | list[str]:
+    """The policy box: ``off`` (or empty: no auto-approval), ``all``, or kinds separated by commas,
+    in any case; anything else is said as the box's, not as the API's pointer."""
+    choice = text.strip().lower() or "off"
+    if choice in ("off", "all"):
+        return choice
+    kinds = list(dict.fromkeys(kind.strip() for kind in choice.split(",") if kind.strip()))
+    unknown = [kind for kind in kinds if kind not in MEMORY_KINDS]
+    if unknown or not kinds:
+        named = ", ".join(unknown) if unknown else text.strip()
+        raise _BadInput(f"auto-approve: {named} is not off, all or a kind ({', '.join(MEMORY_KINDS)})")
+    return kinds
+
+
 def _flag(form: Mapping[str, str], name: str) -> bool:
     """A form's true/false field: anything else is a mistake, never taken as false."""
     value = form.get(name, "")
@@ -471,8 +502,11 @@ def console_router(fake: FakeLucy, stream: EventStream) -> APIRouter:
     console = Console(fake, stream)
     router = APIRouter(prefix=PREFIX)
 
-    def get(path: str, endpoint: Callable[[Request], Awaitable[Response]]) -> None:
-        router.add_api_route(path, endpoint, methods=["GET"], include_in_schema=False)
+    def get(path: str, endpoint: Callable[[Request], Awaitable[Response]], *, head: bool = True) -> None:
+        """A GET address, which answers HEAD too (RFC 9110) unless a GET of it changes something or
+        streams (a one-time login link, the live updates)."""
+        methods = ["GET", "HEAD"] if head else ["GET"]
+        router.add_api_route(path, endpoint, methods=methods, include_in_schema=False)
 
     def post(path: str, endpoint: Callable[[Request], Awaitable[Response]]) -> None:
         router.add_api_route(path, endpoint, methods=["POST"], include_in_schema=False)
@@ -580,11 +614,8 @@ def console_router(fake: FakeLucy, stream: EventStream) -> APIRouter:
         tenant = path["tenant"]
         if session.tenant is not None and tenant != session.tenant:
             raise DomainError("not_found", "no tenant has this id")
-        choice = form.get("auto_approve", "").strip() or "off"  # an emptied box means no auto-approval
-        value: Any = choice
-        if choice not in ("off", "all"):
-            value = [kind.strip() for kind in choice.split(",") if kind.strip()]
         policy.get_policy(conn, tenant)  # an unknown tenant is 404, not created from the console
+        value = _auto_approve(form.get("auto_approve", ""))
         policy.update_policy(
             conn, tenant, _valid("control-policy-update.schema.json", {"auto_approve": value})
         )
@@ -600,7 +631,7 @@ def console_router(fake: FakeLucy, stream: EventStream) -> APIRouter:
             return console.message("Refused", str(exc), status=403, login=isinstance(exc, _NoSession))
         except _BadInput as exc:
             return console.message("Bad request", str(exc), status=400)
-        if form.get("confirm") != "reset":
+        if form.get("confirm", "").strip().lower() != "reset":
             return console.message("Not reset", "Type reset in the box to confirm.", status=400)
         if session.tenant is None:
             fake.reset()
@@ -663,8 +694,12 @@ def console_router(fake: FakeLucy, stream: EventStream) -> APIRouter:
             with fake.db.write() as conn:
                 console._check(console._session(conn, request), request, form)
                 sessions.end(conn, request.cookies.get(COOKIE, ""))
+        except _NoSession:  # ended already (another tab, 12 h unused): out is where the reviewer is
+            response = console.to_login()
+            response.delete_cookie(COOKIE, **COOKIE_ATTRIBUTES)
+            return response
         except _Refused as exc:
-            return console.message("Refused", str(exc), status=403, login=isinstance(exc, _NoSession))
+            return console.message("Refused", str(exc), status=403)
         except _BadInput as exc:
             return console.message("Bad request", str(exc), status=400)
         response = console.to_login()
@@ -673,7 +708,7 @@ def console_router(fake: FakeLucy, stream: EventStream) -> APIRouter:
 
     get("/login", login_page)
     post("/login", login)
-    get("/login/{token}", login_link)
+    get("/login/{token}", login_link, head=False)  # a HEAD (a link checker) must not spend it
     post("/logout", logout)
 
     # -- the live updates and the package's static files ----------------------------------------
@@ -703,7 +738,7 @@ def console_router(fake: FakeLucy, stream: EventStream) -> APIRouter:
         headers = {"Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"}
         return Response(console.static[name], media_type=_STATIC[name], headers=headers)
 
-    get("/events", events)
+    get("/events", events, head=False)
     get("/static/{name}", static)
 
     pages = list(router.routes)  # every console address but the one below

@@ -316,7 +316,7 @@
           scheduleExpiry();
         }
         done = "";
-        say("live · updated " + new Date().toLocaleTimeString());
+        say("live · updated " + new Date().toLocaleTimeString() + " your time");
       })
       .catch(function () {
         say("live · update failed");

@@ -11,9 +11,11 @@ from fake_lucy.store.records import VERSION_COLUMNS, LedgerRecord, MemoryRecord
 
 __all__ = [
     "AccountRow",
+    "account_count",
     "accounts",
     "ledger_newest",
     "pending_count",
+    "tenant_count",
     "tenant_ids",
     "versions",
 ]
@@ -66,6 +68,11 @@ def accounts(conn: sqlite3.Connection, *, tenant: str | None, limit: int) -> lis
     return [AccountRow(r[0], r[1], int(r[2])) for r in _of_tenant(conn, sql, tenant, limit)]
 
 
+def account_count(conn: sqlite3.Connection, *, tenant: str | None) -> int:
+    sql = "SELECT count(*) FROM accounts WHERE :tenant IS NULL OR tenant_id = :tenant"
+    return int(conn.execute(sql, {"tenant": tenant}).fetchone()[0])
+
+
 def ledger_newest(conn: sqlite3.Connection, *, tenant: str | None, limit: int) -> list[LedgerRecord]:
     """The newest ``limit`` ledger rows (of a tenant's accounts), oldest first."""
     sql = (
@@ -78,3 +85,8 @@ def ledger_newest(conn: sqlite3.Connection, *, tenant: str | None, limit: int) -
 def tenant_ids(conn: sqlite3.Connection, *, tenant: str | None, limit: int) -> list[str]:
     sql = "SELECT id FROM tenants WHERE :tenant IS NULL OR id = :tenant ORDER BY id LIMIT :limit"
     return [r[0] for r in _of_tenant(conn, sql, tenant, limit)]
+
+
+def tenant_count(conn: sqlite3.Connection, *, tenant: str | None) -> int:
+    sql = "SELECT count(*) FROM tenants WHERE :tenant IS NULL OR id = :tenant"
+    return int(conn.execute(sql, {"tenant": tenant}).fetchone()[0])

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from fake_lucy.domain import sessions
+from fake_lucy.domain import review, sessions
 from fake_lucy.testing import AdminError, FakeAdmin, InProcessFake
 from tests.helpers import WORKSPACE, proposal_body, propose
 
@@ -184,12 +184,15 @@ async def test_a_refused_session_or_origin_is_403_whatever_the_body_and_reset_go
         foreign = await browser.post(path, content=body, headers={**form, "Origin": "http://evil.test"})
         assert foreign.status_code == 403
     async with fake.client(None) as stranger:
-        for action in ("/reset", "/logout"):
-            ended = await stranger.post(
-                CONSOLE + action, data={"confirm": "reset"}, headers={"Origin": ORIGIN}
-            )
-            assert ended.status_code == 403
-            assert "data-login" in ended.text.split("<main", 1)[1], action
+        ended = await stranger.post(CONSOLE + "/reset", data={"confirm": "reset"}, headers={"Origin": ORIGIN})
+        assert ended.status_code == 403
+        assert "data-login" in ended.text.split("<main", 1)[1]
+        # a logout whose session ended already (another tab's logout): out, where the reviewer wanted
+        # to be, and the stale cookie goes; nothing changed on the server, so no token is asked for
+        stranger.cookies.set("fake_lucy_console", "ended-session", path=CONSOLE)
+        out = await stranger.post(CONSOLE + "/logout", data={}, headers={"Origin": ORIGIN})
+        assert (out.status_code, out.headers["location"]) == (303, CONSOLE + "/login")
+        assert 'fake_lucy_console=""' in out.headers["set-cookie"]
 
 
 async def test_approve_reject_and_expire_are_the_control_api_decisions(
@@ -271,9 +274,15 @@ async def test_memories_clock_faults_policy_and_reset_from_the_console(
     assert (await admin.policy())["auto_approve"] == ["fact", "decision"]
     assert (await act(browser, "/tenants/tenant_dev/policy", logged_in, auto_approve=" ")).status_code == 303
     assert (await admin.policy())["auto_approve"] == "off"  # an emptied box: no auto-approval, shown as off
-    assert (
-        await act(browser, "/tenants/tenant_dev/policy", logged_in, auto_approve="maybe")
-    ).status_code == 422
+    for typed, meant in (("ALL", "all"), (" Decision, FACT,decision ", ["decision", "fact"]), ("Off", "off")):
+        assert (
+            await act(browser, "/tenants/tenant_dev/policy", logged_in, auto_approve=typed)
+        ).status_code == 303
+        assert (await admin.policy())["auto_approve"] == meant, typed
+    for typed, said in (("maybe", "maybe"), ("none", "none"), ("fact,gossip", "gossip")):
+        refused = await act(browser, "/tenants/tenant_dev/policy", logged_in, auto_approve=typed)
+        assert refused.status_code == 400, typed
+        assert f"auto-approve: {said} is not off, all or a kind (preference, identity" in refused.text
     assert (await act(browser, "/tenants/nobody/policy", logged_in, auto_approve="all")).status_code == 404
     unconfirmed = await act(browser, "/reset", logged_in, confirm="")
     assert unconfirmed.status_code == 400
@@ -750,18 +759,26 @@ async def test_an_unknown_console_address_or_method_is_a_page_and_a_refused_form
     for method, path, allowed in (
         ("GET", "/proposals/xyz/approve", "POST"),
         ("GET", "/logout", "POST"),
-        ("POST", "/", "GET"),
-        ("POST", "/memories", "GET"),
-        ("PUT", "/login", "GET, POST"),
-        ("DELETE", "/", "GET"),
-        ("TRACE", "/reset", "GET, POST"),
+        ("POST", "/", "GET, HEAD"),
+        ("POST", "/memories", "GET, HEAD"),
+        ("PUT", "/login", "GET, HEAD, POST"),
+        ("DELETE", "/", "GET, HEAD"),
+        ("TRACE", "/reset", "GET, HEAD, POST"),
+        ("HEAD", "/events", "GET"),
     ):
         response = await browser.request(method, CONSOLE + path)
         assert (response.status_code, response.headers.get("allow")) == (405, allowed), (method, path)
         assert response.headers["content-type"].startswith("text/html"), path
         assert f"it takes {allowed}, not {method}." in response.text
-    head = await browser.head(CONSOLE + "/login")
-    assert (head.status_code, head.headers.get("allow")) == (405, "GET, POST")
+    # HEAD as GET on every page (RFC 9110: monitors and link checkers ask with it);
+    # never on a one-time login link, which a GET spends
+    for path in ("/login", "/", "/memories", "/settings", "/static/console.js"):
+        head, get = await browser.head(CONSOLE + path), await browser.get(CONSOLE + path)
+        # (the body, which an ASGI app sends for HEAD too, is dropped by the server on the wire)
+        assert head.status_code == get.status_code in (200, 303), path  # a logged-in /login: 303
+        assert head.headers.get("content-type") == get.headers.get("content-type"), path
+    link = await browser.head(CONSOLE + "/login/" + "x" * 43)
+    assert (link.status_code, link.headers.get("allow")) == (405, "GET")
     # logged in, these pages keep the console's navigation and logout; logged out, they have none
     assert f'href="{CONSOLE}/proposals"' in (await browser.get(CONSOLE + "/nope")).text
     assert f'action="{CONSOLE}/logout"' in (await browser.post(CONSOLE + "/memories")).text
@@ -887,3 +904,63 @@ async def test_the_proposals_page_filters_by_tenant_for_the_server_admin(
         assert "A dev tenant plan." not in foreign.text
         assert "No proposals of tenant tenant_dev." in foreign.text
         assert 'name="tenant"' not in foreign.text  # its page has no tenant filter to offer
+
+
+async def test_settings_and_credits_say_when_they_show_only_the_first_tenants_and_filter_by_one(
+    browser, logged_in, admin, monkeypatch
+) -> None:
+    """A shared fake gathers a tenant per test session: past the pages' first rows (200; 2 here),
+    the page says so, and the tenant filter brings any tenant's policy and accounts."""
+    monkeypatch.setattr(review, "TENANTS_SHOWN", 2)
+    monkeypatch.setattr(review, "ACCOUNTS_SHOWN", 2)
+    for name in ("ci-1", "ci-2"):
+        await admin.create_tenant(name)
+    settings = (await browser.get(CONSOLE + "/settings")).text
+    assert "The first 2 of 3 tenants, by id: name a tenant to see its policy." in settings
+    assert "Set the auto-approve of tenant_dev" not in settings  # ci-1 and ci-2 come first
+    credits = (await browser.get(CONSOLE + "/credits")).text
+    assert "The first 2 of 3 accounts, by tenant: name a tenant to see its accounts." in credits
+    assert "acct_dev" not in credits.split("<h2>", 1)[0]
+    one = (await browser.get(CONSOLE + "/settings", params={"tenant": "tenant_dev"})).text
+    assert "Set the auto-approve of tenant_dev" in one
+    assert "Set the auto-approve of ci-1" not in one
+    assert 'id="policies-cut"' not in one
+    accounts = (await browser.get(CONSOLE + "/credits", params={"tenant": "tenant_dev"})).text
+    assert "<code>acct_dev</code>" in accounts
+    assert 'id="accounts-cut"' not in accounts
+    nobody = (await browser.get(CONSOLE + "/settings", params={"tenant": "nobody"})).text
+    assert "No tenant nobody." in nobody
+    bad = await browser.get(CONSOLE + "/credits", params={"tenant": "bad!"})
+    assert bad.status_code == 400
+    assert "tenant must be a tenant id" in bad.text
+
+
+async def test_a_refused_page_or_action_keeps_the_navigation_of_a_logged_in_reviewer(
+    browser, logged_in
+) -> None:
+    for answer in (
+        await browser.get(CONSOLE + "/", params={"after": "abc"}),
+        await browser.get(CONSOLE + "/memories", params={"history": "yes"}),
+        await act(browser, "/proposals/prop_AAAAAAAAAAAAAAAAAAAAAA/approve", logged_in),
+    ):
+        assert answer.status_code in (400, 404), answer.text
+        assert "<nav" in answer.text
+        assert "Log out" in answer.text
+    history = await browser.get(CONSOLE + "/memories", params={"history": "yes"})
+    assert "history is true or false" in history.text
+
+
+async def test_every_time_column_says_its_zone_and_a_long_reason_is_not_cut_in_the_box(
+    browser, logged_in, api
+) -> None:
+    """Times are the fake's clock in UTC, and each table says so; the reason box takes any length,
+    so that the server names a reason over 2,048 UTF-8 bytes instead of the box cutting it silently."""
+    await propose(api)
+    proposals = (await browser.get(CONSOLE + "/proposals")).text
+    assert "<th>created (UTC)</th><th>decided (UTC)</th>" in proposals
+    assert "<th>approved (UTC)</th>" in (await browser.get(CONSOLE + "/memories")).text
+    assert "<th>at (UTC)</th>" in (await browser.get(CONSOLE + "/credits")).text
+    assert "<th>at (UTC)</th>" in (await browser.get(CONSOLE + "/requests")).text
+    queue = (await browser.get(CONSOLE + "/")).text
+    assert 'name="reason"' in queue
+    assert "maxlength" not in queue
