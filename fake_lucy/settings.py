@@ -82,7 +82,11 @@ class FakeLucySettings(BaseSettings):
         if value == ":memory:":
             return value
         file_to_write(value, example="fake-lucy.sqlite3")
-        if Path(value).is_dir():
+        try:
+            folder = Path(value).is_dir()
+        except OSError:  # a name too long, a folder that cannot be read: opening it will say
+            folder = False
+        if folder:
             raise ValueError(f"{value} is a folder, not a file: add the file's name")
         return value
 

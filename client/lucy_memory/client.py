@@ -419,10 +419,23 @@ class AgentMemoryClient(AsyncClosing):
             with map_transport_errors(request):
                 return await self._transport.send(request)
         except LucyMemoryError as exc:
-            # a custom transport's own error may quote the request's headers: never the token
-            exc.detail = self._redact(exc.detail)
-            exc.args = tuple(self._redact(arg) if isinstance(arg, str) else arg for arg in exc.args)
+            # a custom transport's own error may quote the request's headers: never the token, in
+            # the error or in the ones it was raised from (a traceback shows them too)
+            self._scrub(exc)
             raise
+
+    def _scrub(self, error: BaseException) -> None:
+        """Redact the token from ``error`` and the errors chained to it, in place."""
+        seen: set[int] = set()
+        current: BaseException | None = error
+        while current is not None and id(current) not in seen:
+            seen.add(id(current))
+            if isinstance(current, LucyMemoryError):
+                current.detail = self._redact(current.detail)
+            redacted = tuple(self._redact(arg) if isinstance(arg, str) else arg for arg in current.args)
+            with contextlib.suppress(AttributeError, TypeError):  # an exception whose args are fixed
+                current.args = redacted
+            current = current.__cause__ or current.__context__
 
     async def _exchange(
         self,

@@ -483,6 +483,8 @@ def _auto_approve(text: str) -> str | list[str]:
     if choice in ("off", "all"):
         return choice
     kinds = list(dict.fromkeys(kind.strip() for kind in choice.split(",") if kind.strip()))
+    if {"off", "all"} & set(kinds):
+        raise _BadInput("auto-approve: off and all stand alone, without kinds beside them")
     unknown = [kind for kind in kinds if kind not in MEMORY_KINDS]
     if unknown or not kinds:
         named = ", ".join(unknown) if unknown else text.strip()
@@ -694,7 +696,11 @@ def console_router(fake: FakeLucy, stream: EventStream) -> APIRouter:
             with fake.db.write() as conn:
                 console._check(console._session(conn, request), request, form)
                 sessions.end(conn, request.cookies.get(COOKIE, ""))
-        except _NoSession:  # ended already (another tab, 12 h unused): out is where the reviewer is
+        except _NoSession as exc:
+            if not console._same_origin(request):  # another site's form: refused, as every state change
+                return console.message("Refused", str(exc), status=403, login=True)
+            # this console's Log out, its session ended already (another tab, 12 h unused): out is
+            # where the reviewer is, and the stale cookie goes
             response = console.to_login()
             response.delete_cookie(COOKIE, **COOKIE_ATTRIBUTES)
             return response

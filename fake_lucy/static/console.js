@@ -44,13 +44,14 @@
       shown.remove(); // a new action on the proposal: what was said of the last one goes
       shown = next;
     }
+    var index = placeOf(form);
     if (submitter) {
       submitter.disabled = true;
     }
     fetch(form.action, { method: "POST", body: data, credentials: "same-origin", headers: { Accept: "text/html" } })
       .then(function (response) {
         if (response.ok) {
-          keepPlace(form, submitter, response.url);
+          keepPlace(index, submitter, response.url);
           window.location.assign(response.url);
           return null;
         }
@@ -145,15 +146,19 @@
   // line); after any other, to the page's heading. The status line says what was done.
   var PLACE = "fake-lucy-console-place";
   var PLACE_MS = 10000;
-  function keepPlace(form, submitter, target) {
-    var card = form.closest("article.proposal");
+  // The acted card's place in the list when the action was sent (a live update may swap the page
+  // while it runs, and the card is then in no list): -1 for an action off the cards.
+  function placeOf(form) {
     var cards = Array.prototype.slice.call(document.querySelectorAll("article.proposal"));
+    return cards.indexOf(form.closest("article.proposal"));
+  }
+  function keepPlace(index, submitter, target) {
     var url = new URL(target, window.location.href);
     var named = submitter && (submitter.getAttribute("aria-label") || submitter.textContent.trim());
     try {
       window.sessionStorage.setItem(
         PLACE,
-        JSON.stringify({ at: url.pathname + url.search, index: cards.indexOf(card), done: named || "", when: Date.now() })
+        JSON.stringify({ at: url.pathname + url.search, index: index, done: named || "", when: Date.now() })
       );
     } catch (ignored) {
       // no storage (a private window's policy): the page loads at its top, as without JavaScript
@@ -205,6 +210,12 @@
     var same = card ? main.querySelector('article.proposal[id="' + card.id + '"]') : null;
     place(same ? same.querySelector("button") : main.querySelector("h1"));
   }
+  // once the reviewer moves the focus (a Tab, a click), it is theirs: even back on the placed button
+  document.addEventListener("focusin", function (event) {
+    if (event.target !== placed) {
+      placed = null;
+    }
+  });
   var done = ""; // what the last action did, said before the live status until the page changes
   restorePlace();
 

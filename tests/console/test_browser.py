@@ -692,11 +692,23 @@ def test_the_focus_the_page_gave_after_an_action_does_not_stop_the_live_updates(
     expect(page.locator(f"article#{second['id']}")).to_have_count(0)
     assert proposal_status(live, second["id"])["status"] == "approved"
     assert proposal_status(live, third["id"])["status"] == "pending"
-    page.locator(f"article#{third['id']}").get_by_role("button", name="Approve").focus()
+    third_approve = page.locator(f"article#{third['id']}").get_by_role("button", name="Approve")
+    expect(third_approve).to_be_focused()
+    # once the reviewer moves the focus, even back onto the button the page chose, it is theirs
+    page.keyboard.press("Tab")
+    page.keyboard.press("Shift+Tab")
+    expect(third_approve).to_be_focused()
+    fourth = propose(live, proposal_body("Fourth, while the reviewer holds the focus."))
+    expect(page.locator("#live-status")).to_contain_text("changes wait while you use the page")
+    expect(page.locator(f"article#{fourth['id']}")).to_have_count(0)
+    page.keyboard.press("Enter")
+    expect(page.locator(f"article#{third['id']}")).to_have_count(0)
+    fourth_approve = page.locator(f"article#{fourth['id']}").get_by_role("button", name="Approve")
+    expect(fourth_approve).to_be_focused()
     page.keyboard.press("Enter")
     expect(page.get_by_role("heading", name="Review queue")).to_be_focused()
-    fourth = propose(live, proposal_body("Fourth, into the empty queue."))
-    expect(page.locator(f"article#{fourth['id']}")).to_be_visible(timeout=1_000)
+    fifth = propose(live, proposal_body("Fifth, into the empty queue."))
+    expect(page.locator(f"article#{fifth['id']}")).to_be_visible(timeout=1_000)
 
 
 def test_without_its_script_deleting_a_memory_asks_on_a_page_of_its_own(page: Page, live: LiveServer) -> None:

@@ -193,6 +193,10 @@ async def test_a_refused_session_or_origin_is_403_whatever_the_body_and_reset_go
         out = await stranger.post(CONSOLE + "/logout", data={}, headers={"Origin": ORIGIN})
         assert (out.status_code, out.headers["location"]) == (303, CONSOLE + "/login")
         assert 'fake_lucy_console=""' in out.headers["set-cookie"]
+        # another site's form is refused as every state change is: it cannot clear the cookie
+        forged = await stranger.post(CONSOLE + "/logout", data={}, headers={"Origin": "http://evil.test"})
+        assert forged.status_code == 403
+        assert "set-cookie" not in forged.headers
 
 
 async def test_approve_reject_and_expire_are_the_control_api_decisions(
@@ -279,6 +283,8 @@ async def test_memories_clock_faults_policy_and_reset_from_the_console(
             await act(browser, "/tenants/tenant_dev/policy", logged_in, auto_approve=typed)
         ).status_code == 303
         assert (await admin.policy())["auto_approve"] == meant, typed
+    alone = await act(browser, "/tenants/tenant_dev/policy", logged_in, auto_approve="off, decision")
+    assert (alone.status_code, "off and all stand alone" in alone.text) == (400, True)
     for typed, said in (("maybe", "maybe"), ("none", "none"), ("fact,gossip", "gossip")):
         refused = await act(browser, "/tenants/tenant_dev/policy", logged_in, auto_approve=typed)
         assert refused.status_code == 400, typed

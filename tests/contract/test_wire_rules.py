@@ -88,12 +88,10 @@ def _sdk_client(transport: _Stop | None = None, **options: Any) -> AgentMemoryCl
 
 
 def _mcp_config(token: str, permissions: str | None = None) -> Any:
-    settings = McpSettings(
-        token=SecretStr(token),
-        permissions=permissions,
-        base_url="https://lucy.example",
-        transport_module=None,
-        allow_insecure_loopback=None,
+    settings = McpSettings(  # by the variables' names, as the environment gives them
+        LUCY_MEMORY_TOKEN=SecretStr(token),
+        LUCY_MEMORY_PERMISSIONS=permissions,
+        LUCY_MEMORY_BASE_URL="https://lucy.example",
     )
     return resolve_config(settings)
 

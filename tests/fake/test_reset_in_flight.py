@@ -95,8 +95,8 @@ def made_again(fake, tenant: str) -> Callable[[sqlite3.Connection], None]:
 async def test_an_answer_delayed_past_a_server_reset_leaves_no_journal_row_in_the_fresh_state(
     fake, api, admin, meanwhile
 ) -> None:
-    """The charge went with the state it was made in; the journal row, written after the delay,
-    would have named a charged request and a fault that the fresh state never had."""
+    """The charge went with the state it was made in, and the journal row with it (it is written
+    before the delay): the fresh state has neither, nor the fault the request took."""
     await admin.add_fault("propose", 500, phase="after_commit", delay_ms=5)
     meanwhile(reset_server(fake))
     response = await propose(api, proposal_body(), key="delayed-past-reset")

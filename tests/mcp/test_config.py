@@ -246,9 +246,12 @@ def test_the_state_folder_is_absolute_and_defaults_to_the_users_state_folder(
 
 
 def test_the_variables_are_read_by_their_exact_names(configure, monkeypatch) -> None:
-    """``lucy_memory_token`` is not ``LUCY_MEMORY_TOKEN``: a name spelt otherwise is not read."""
+    """``lucy_memory_token`` is not ``LUCY_MEMORY_TOKEN``, and another program's ``TOKEN`` or
+    ``token`` is never read: a name spelt otherwise is not read."""
     monkeypatch.setenv("lucy_memory_token", TOKEN)
     monkeypatch.setenv("Lucy_Memory_Base_Url", "https://elsewhere.example")
+    for name in ("token", "TOKEN", "base_url", "BASE_URL", "permissions", "state_dir"):
+        monkeypatch.setenv(name, "https://elsewhere.example" if "url" in name.lower() else TOKEN)
     assert "LUCY_MEMORY_TOKEN is required" in refused(configure)
     assert load_settings().base_url is None
     assert configure(TOKEN=TOKEN, BASE_URL="https://lucy.example").origin == "https://lucy.example"

@@ -154,3 +154,27 @@ async def test_an_sdk_error_a_custom_transport_raises_with_the_token_in_it_is_re
     rendered = render_error(error, operation="propose")
     assert "Bearer [redacted]" in rendered
     assert token not in rendered
+
+
+async def test_an_error_a_custom_transport_raised_is_redacted_in_the_chain_a_traceback_shows(
+    fake, new_client
+) -> None:
+    """A transport's error that the client wraps (a lost answer without the propose's key, a network
+    error of httpx's) stays the wrapper's cause: redacted there too, the traceback holds no token."""
+    token = "tok_" + "c" * 40
+    raised: list[BaseException] = [
+        ResponseLostError("timed out; sent {'Authorization': 'Bearer " + token + "'}"),
+        httpx.ConnectError(f"connect failed; sent Bearer {token}"),
+    ]
+
+    class Quoting:
+        async def send(self, request):
+            raise raised.pop(0)
+
+    client = new_client(fake, token=token, transport=Quoting())
+    for key, expected in (("chained-1", ResponseLostError), ("chained-2", ConnectionFailedError)):
+        with pytest.raises(expected) as caught:
+            await client.propose(proposal_json(), idempotency_key=key)
+        assert caught.value.__cause__ is not None  # the transport's own error, kept as the cause
+        assert "Bearer [redacted]" in str(caught.value.__cause__)
+        assert [text for text in _texts_of_error(caught.value) if token in text] == []

@@ -61,9 +61,9 @@ class McpSettings(BaseSettings):
     """The raw environment, one field per variable. ``resolve_config`` applies the rules."""
 
     # exactly the documented names (each field's alias): ``lucy_memory_token`` is not LUCY_MEMORY_TOKEN
-    model_config = SettingsConfigDict(
-        env_ignore_empty=True, extra="ignore", case_sensitive=True, populate_by_name=True
-    )
+    # (no populate_by_name: the environment would then be read by the fields' own names too, as
+    # ``token`` or ``BASE_URL`` where the platform's names are case-insensitive)
+    model_config = SettingsConfigDict(env_ignore_empty=True, extra="ignore", case_sensitive=True)
 
     token: SecretStr | None = Field(default=None, validation_alias=ENV_PREFIX + "TOKEN")
     permissions: str | None = Field(default=None, validation_alias=ENV_PREFIX + "PERMISSIONS")
