@@ -7,12 +7,14 @@ database, in this thread), and any other fake through its control API with a blo
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
 from fake_lucy import __version__
+from fake_lucy.addresses import loopback_url
 from fake_lucy.domain import admin, findings, snapshot
 from fake_lucy.domain.errors import DomainError
 from fake_lucy.domain.records import journal_dict
@@ -20,7 +22,7 @@ from fake_lucy.runtime import FakeLucy
 from fake_lucy.store.queries import JournalFilter
 from fake_lucy.testing.admin import describe_problem
 from fake_lucy.testing.fakes import InProcessFake
-from fake_lucy.testing.tls import control_request
+from fake_lucy.testing.tls import control_request, shared_tls_context
 
 __all__ = ["Baseline", "Control", "for_fixture_value"]
 
@@ -220,14 +222,49 @@ def _problem(response: httpx.Response) -> str:
     )
 
 
-def for_fixture_value(value: Any) -> Control | None:
-    """The control handle of a fixture value that is a fake, else None."""
+def for_fixture_value(value: Any, beside: Sequence[object] = ()) -> Control | None:
+    """The control handle of a fixture value that is a fake, else None. ``beside``: the test's
+    other fixture values.
+
+    A value of another package shaped like a fake (``base_url`` and ``admin_token``: a fake running
+    elsewhere) is one only when a fake-lucy answers there (``/healthz``, which takes no token), and
+    not when its address and token are those of the test's in-process fake (a value wrapping it):
+    its token is never sent to anything else."""
     if isinstance(value, InProcessFake):
         return InProcessControl(value.fake)
     base_url, admin_token = getattr(value, "base_url", None), getattr(value, "admin_token", None)
-    if isinstance(base_url, str) and isinstance(admin_token, str):
-        from fake_lucy.testing.shared import SharedTenant
+    if not isinstance(base_url, str) or not isinstance(admin_token, str):
+        return None
+    if not type(value).__module__.startswith("fake_lucy."):
+        in_process = (fake for fake in beside if isinstance(fake, InProcessFake))
+        if any((fake.base_url, fake.admin_token) == (base_url, admin_token) for fake in in_process):
+            return None
+        if not _fake_lucy_at(base_url):
+            return None
+    from fake_lucy.testing.shared import SharedTenant
 
-        tenant = value.tenant if isinstance(value, SharedTenant) else None
-        return HttpControl(base_url, admin_token, tenant)
-    return None
+    tenant = value.tenant if isinstance(value, SharedTenant) else None
+    return HttpControl(base_url, admin_token, tenant)
+
+
+_FAKES_SEEN: set[str] = set()  # addresses where a fake-lucy answered (one question per address)
+
+
+def _fake_lucy_at(base_url: str) -> bool:
+    """Whether a fake-lucy answers at ``base_url``: its ``/healthz`` names its version in a header."""
+    if base_url in _FAKES_SEEN:
+        return True
+    try:
+        response = httpx.get(
+            base_url.rstrip("/") + "/healthz",
+            timeout=5,
+            verify=shared_tls_context(),
+            trust_env=not loopback_url(base_url),
+            follow_redirects=False,
+        )
+    except (httpx.HTTPError, ValueError):  # nothing there, or no URL httpx takes
+        return False
+    if response.status_code != 200 or "fake-lucy-version" not in response.headers:
+        return False
+    _FAKES_SEEN.add(base_url)
+    return True

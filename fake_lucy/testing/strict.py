@@ -153,8 +153,9 @@ def _controls(item: pytest.Item) -> list[Control]:
     controls: list[Control] = []
     seen: set[object] = set()
     reset = item.stash.get(RESET_FOR_TEST, {})
+    values = [value for _, value in candidates]
     for name, value in candidates:
-        found = _control.for_fixture_value(value)
+        found = _control.for_fixture_value(value, values)
         if found is not None and found.identity not in seen:
             seen.add(found.identity)
             found.fixture = name  # a dump says which of the test's fakes it holds

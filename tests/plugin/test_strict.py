@@ -4,8 +4,10 @@ user runs it, on test files of their own (pytester)."""
 from __future__ import annotations
 
 import hashlib
+import http.server
 import json
 import re
+import threading
 
 import httpx
 import pytest
@@ -783,3 +785,68 @@ async def test_starts_from_the_dump(fake_lucy):
     )
     result = pytester.runpytest("-p", "no:randomly", "test_restored.py", "-W", "error")
     result.assert_outcomes(passed=1)
+
+
+def test_a_value_shaped_like_a_fake_is_judged_only_where_a_fake_lucy_answers(
+    pytester: pytest.Pytester, tmp_path
+) -> None:
+    """A user's own object with ``base_url`` and ``admin_token`` — one wrapping the in-process fake,
+    or an application's settings — is no fake running elsewhere: strict mode and dumps pass over it
+    (a passing test stays passed), and its token is never sent anywhere."""
+    seen: list[str] = []
+
+    class Recorder(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append(f"{self.path} {self.headers.get('Authorization')}")
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    elsewhere = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
+    thread = threading.Thread(target=elsewhere.serve_forever, daemon=True)
+    thread.start()
+    try:
+        pytester.makepyfile(
+            test_user=HEADER
+            + f"""
+from dataclasses import dataclass
+
+@dataclass
+class Harness:
+    base_url: str
+    admin_token: str
+    fake: object
+
+@dataclass
+class AppSettings:
+    base_url: str
+    admin_token: str
+
+@pytest.fixture
+def harness(fake_lucy):
+    return Harness(fake_lucy.base_url, fake_lucy.admin_token, fake_lucy)
+
+@pytest.fixture
+def app_settings():
+    return AppSettings("http://127.0.0.1:{elsewhere.server_address[1]}", "my-real-app-admin-token")
+
+async def test_through_a_harness(harness):
+    async with harness.fake.client() as http:
+        assert (await http.post("/api/agent-memory/v1/recall", json={{"query": "x"}})).status_code == 200
+
+def test_with_an_applications_settings(app_settings):
+    assert app_settings.admin_token
+"""
+        )
+        dumps = f"--lucy-dump-on-failure={tmp_path}"
+        result = pytester.runpytest("-p", "no:randomly", "--lucy-strict", dumps)
+    finally:
+        elsewhere.shutdown()
+        elsewhere.server_close()
+        thread.join()
+    result.assert_outcomes(passed=2)
+    assert seen == ["/healthz None"]  # asked whether a fake-lucy answers there, without the token
+    assert list(tmp_path.iterdir()) == []
