@@ -95,6 +95,11 @@ def fake_address(url: str, needs: str) -> tuple[str, str]:
                 f"{shown_url(url)} is the address of the fake's {what}; {needs} the fake's own:"
                 f" {shown_url(own)}"
             )
+    if "@" in parts.netloc:  # httpx would send it as Basic auth, in place of the admin token
+        raise ValueError(
+            f"{shown_url(url)} holds a user name or a password; a fake takes none: its admin token"
+            " is what opens its control API"
+        )
     if parts.query or parts.fragment:
         own = urlunsplit(parts._replace(query="", fragment=""))
         raise ValueError(

@@ -94,7 +94,7 @@ def _permissions() -> tuple[str, ...]:
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("fake_lucy")
+    group = parser.getgroup("fake_lucy", "fake-lucy (Lucy Agent Memory fake)")  # as testing.strict names it
     group.addoption(
         "--lucy-url",
         default=None,
@@ -130,9 +130,11 @@ def pytest_configure(config: pytest.Config) -> None:
     url = config.getoption("lucy_url", None)
     if url is not None:  # a mistake in it is the run's usage error, not an error of each test
         from fake_lucy.addresses import fake_address
+        from fake_lucy.testing.shared import server_admin_token
 
         try:
             config.option.lucy_url, _ = fake_address(url, "--lucy-url needs")
+            server_admin_token()  # a token that cannot be read or sent is the run's mistake too
         except ValueError as exc:
             raise pytest.UsageError(f"--lucy-url: {exc}") from None
     config.stash[_CLOSING] = contextlib.ExitStack()

@@ -18,19 +18,27 @@ import contextlib
 import os
 import secrets
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 
-from fake_lucy.addresses import path_segment
+from fake_lucy.addresses import path_segment, shown_url
 from fake_lucy.domain.defaults import DEFAULT_ADMIN_TOKEN
 from fake_lucy.testing.admin import FakeAdmin
 from fake_lucy.testing.errors import SharedFakeError
 from fake_lucy.testing.fakes import _Shape
 from fake_lucy.testing.sync_admin import SyncFakeAdmin
 from fake_lucy.testing.tls import control_request
+from lucy_memory._contract import TOKEN_RULE, valid_token
 
-__all__ = ["ADMIN_TOKEN_VARIABLE", "SharedFakeError", "SharedTenant", "server_admin_token"]
+__all__ = [
+    "ADMIN_TOKEN_FILE_VARIABLE",
+    "ADMIN_TOKEN_VARIABLE",
+    "SharedFakeError",
+    "SharedTenant",
+    "server_admin_token",
+]
 
 ADMIN_TOKEN_VARIABLE = "FAKE_LUCY_ADMIN_TOKEN"  # noqa: S105 - the name of a variable, not a token
 _TIMEOUT = httpx.Timeout(30.0)
@@ -38,9 +46,51 @@ _TIMEOUT = httpx.Timeout(30.0)
 _OWN_CREDENTIAL: Any = object()
 
 
+ADMIN_TOKEN_FILE_VARIABLE = "FAKE_LUCY_ADMIN_TOKEN_FILE"  # noqa: S105 - a variable's name
+
+
 def server_admin_token() -> str:
-    """``FAKE_LUCY_ADMIN_TOKEN``, else the built-in admin token (which a fake accepts on loopback only)."""
-    return os.environ.get(ADMIN_TOKEN_VARIABLE, "").strip() or DEFAULT_ADMIN_TOKEN
+    """The server admin token as the operator commands read it: the file ``FAKE_LUCY_ADMIN_TOKEN_FILE``
+    names, else ``FAKE_LUCY_ADMIN_TOKEN``, else the built-in one (which a fake accepts on loopback
+    only). A file that cannot be read or is empty, a variable set but empty, or a token no header
+    can carry is ``ValueError`` with one line that never holds the token."""
+    token_file = os.environ.get(ADMIN_TOKEN_FILE_VARIABLE, "").strip()
+    if token_file:
+        try:
+            token = Path(token_file).read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise ValueError(f"cannot read the admin token file {token_file} ({reason})") from None
+        where, empty = f"the admin token file {token_file}", "is empty"
+    elif ADMIN_TOKEN_VARIABLE in os.environ:
+        token = os.environ[ADMIN_TOKEN_VARIABLE].strip()
+        where, empty = ADMIN_TOKEN_VARIABLE, "is set but empty"
+    else:
+        return DEFAULT_ADMIN_TOKEN
+    if not token:
+        raise ValueError(f"{where} {empty}")
+    if not valid_token(token):
+        raise ValueError(f"{where} must be {TOKEN_RULE}")
+    return token
+
+
+def _token_source() -> str:
+    """Where the server admin token was read from, as a hint names it."""
+    if os.environ.get(ADMIN_TOKEN_FILE_VARIABLE, "").strip():
+        return f"{ADMIN_TOKEN_FILE_VARIABLE} is set: the file"
+    if ADMIN_TOKEN_VARIABLE in os.environ:
+        return f"{ADMIN_TOKEN_VARIABLE} is set: it"
+    return f"neither {ADMIN_TOKEN_VARIABLE} nor {ADMIN_TOKEN_FILE_VARIABLE} is set: the token"
+
+
+def _why(exc: httpx.TransportError) -> str:
+    """What went wrong on the way, with the remedy where there is one."""
+    if isinstance(exc, httpx.ConnectError) and "CERTIFICATE_VERIFY_FAILED" in str(exc):
+        return (
+            f"{exc} (the fake's certificate is not trusted here: point SSL_CERT_FILE or SSL_CERT_DIR at"
+            " its CA, as for any HTTPS server)"
+        )
+    return str(exc)
 
 
 def _problem(response: httpx.Response) -> str:
@@ -81,15 +131,16 @@ class SharedTenant(_Shape):
         try:
             response = control_request(base_url, admin_token, "POST", "/tenants", json=body, timeout=_TIMEOUT)
         except httpx.TransportError as exc:
-            raise SharedFakeError(f"the shared fake at {base_url} cannot be reached: {exc}") from None
+            raise SharedFakeError(
+                f"the shared fake at {shown_url(base_url)} cannot be reached: {_why(exc)}"
+            ) from None
         if response.status_code != 201:
             hint = ""
             if response.status_code in (401, 403):  # the token, not the fake, is what to fix
-                given = "is set" if os.environ.get(ADMIN_TOKEN_VARIABLE, "").strip() else "is not set"
-                hint = f" ({ADMIN_TOKEN_VARIABLE} {given}: it must hold the shared fake's server admin token)"
-            raise SharedFakeError(
-                f"the shared fake at {base_url} did not create a tenant: {_problem(response)}{hint}"
-            )
+                hint = f" ({_token_source()} must hold the shared fake's server admin token)"
+            where = shown_url(base_url)
+            problem = _problem(response)
+            raise SharedFakeError(f"the shared fake at {where} did not create a tenant: {problem}{hint}")
         return cls(base_url, response.json())
 
     def _control(self, method: str, path: str) -> httpx.Response:
@@ -99,7 +150,7 @@ class SharedTenant(_Shape):
             response = control_request(self.base_url, self.admin_token, method, path, timeout=_TIMEOUT)
         except httpx.TransportError as exc:  # refused, reset, timed out: the fake stopped, or the way to it
             raise SharedFakeError(
-                f"the shared fake at {self.base_url} cannot be reached ({method} /_fake{path}):"
+                f"the shared fake at {shown_url(self.base_url)} cannot be reached ({method} /_fake{path}):"
                 f" {type(exc).__name__}: {exc}"
             ) from None
         if response.status_code == 401:  # the tenant's admin token: refused only once the tenant is gone
@@ -119,8 +170,8 @@ class SharedTenant(_Shape):
             return float(response.json()["took_ms"])
         except (ValueError, TypeError, KeyError):  # a proxy's page, say: not the fake's answer
             raise SharedFakeError(
-                f"POST /_fake/reset at {self.base_url} answered {response.status_code} with what is not"
-                " fake-lucy's answer (is --lucy-url the fake's own address?)"
+                f"POST /_fake/reset at {shown_url(self.base_url)} answered {response.status_code} with what"
+                " is not fake-lucy's answer (is --lucy-url the fake's own address?)"
             ) from None
 
     def delete(self) -> None:

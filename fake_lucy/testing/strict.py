@@ -80,9 +80,10 @@ def format_findings(findings: list[dict[str, Any]]) -> str:
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+_WRITTEN: dict[Path, str] = {}  # the dumps of this run: file → the test's node id
 
 
-def dump_file_name(nodeid: str, fake: int = 1) -> str:
+def dump_file_name(nodeid: str, fake: int = 1, *, digest_always: bool = False) -> str:
     """The node id with every character outside ``A-Za-z0-9._-`` replaced by ``_``, plus ``.json``
     (the test's second fake and on: ``.fake2.json``, …). A longer one keeps its first characters,
     and one whose id has characters beyond a path's and ``::`` (a parametrized test's ``[a/b]`` and
@@ -96,7 +97,7 @@ def dump_file_name(nodeid: str, fake: int = 1) -> str:
     digest = hashlib.sha256(nodeid.encode("utf-8", "surrogatepass")).hexdigest()[:digits]
     if len(name) > longest:
         name = f"{name[: longest - digits - 1]}-{digest}"
-    elif _UNSAFE.search(nodeid.replace("::", "").replace("/", "")):
+    elif digest_always or _UNSAFE.search(nodeid.replace("::", "").replace("/", "")):
         name = f"{name}-{digest}"
     return name + ("" if fake == 1 else f".fake{fake}") + ".json"
 
@@ -302,6 +303,10 @@ def _dump(item: pytest.Item) -> list[str]:
     baselines: list[tuple[Control, Baseline]] = item.stash.get(_BASELINES, [])
     for number, (control, baseline) in enumerate(baselines, start=1):
         target = path / dump_file_name(item.nodeid, number)
+        if _WRITTEN.setdefault(target, item.nodeid) != item.nodeid:
+            # another test of this run has the name (dir/test_b.py::x and dir_test_b.py::x): never
+            # written over, this one's ends with its id's digest
+            target = path / dump_file_name(item.nodeid, number, digest_always=True)
         try:
             path.mkdir(parents=True, exist_ok=True)
             document = control.dump(item.nodeid, baseline)

@@ -318,3 +318,39 @@ def test_the_sdk_fixtures_on_a_cleartext_shared_fake_elsewhere_fail_with_one_lin
         )
     assert str(failed.value).startswith(f"--lucy-url {prefixed}: the SDK and lucy-memory-mcp refuse it (")
     assert str(failed.value).endswith("): give --lucy-url the fake's own address (scheme, host and port)")
+
+
+def test_the_admin_token_file_is_read_as_the_operator_commands_read_it(
+    live: LiveServer, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    token_file = tmp_path / "admin-token"
+    token_file.write_text(live.admin_token + "\n", encoding="utf-8")
+    monkeypatch.setenv("FAKE_LUCY_ADMIN_TOKEN", "not-the-admin-token-0123456789abcdef")  # the file wins
+    monkeypatch.setenv("FAKE_LUCY_ADMIN_TOKEN_FILE", str(token_file))
+    pytester.makepyfile(test_shared="def test_one(fake_lucy_server):\n    assert fake_lucy_server.tenant\n")
+    result = pytester.runpytest("-p", "no:randomly", "--lucy-url", live.base_url, "-W", "error")
+    result.assert_outcomes(passed=1)
+
+
+@pytest.mark.parametrize(
+    ("variables", "said"),
+    [
+        ({"FAKE_LUCY_ADMIN_TOKEN": " "}, "FAKE_LUCY_ADMIN_TOKEN is set but empty"),
+        ({"FAKE_LUCY_ADMIN_TOKEN": "two words"}, "FAKE_LUCY_ADMIN_TOKEN must be "),
+        ({"FAKE_LUCY_ADMIN_TOKEN_FILE": "{tmp}/none"}, "cannot read the admin token file {tmp}/none ("),
+        ({"FAKE_LUCY_ADMIN_TOKEN_FILE": "{tmp}/empty"}, "the admin token file {tmp}/empty is empty"),
+    ],
+)
+def test_an_admin_token_that_cannot_be_read_or_sent_is_the_runs_usage_error(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, variables, said
+) -> None:
+    """As the operator commands say it, once, before any test: never the built-in token instead."""
+    (tmp_path / "empty").write_text("\n", encoding="utf-8")
+    monkeypatch.delenv("FAKE_LUCY_ADMIN_TOKEN", raising=False)
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value.format(tmp=tmp_path))
+    pytester.makepyfile(test_shared="def test_one(fake_lucy_server):\n    pass\n")
+    result = pytester.runpytest("--lucy-url", "http://127.0.0.1:9")  # never reached
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: --lucy-url: {said.format(tmp=tmp_path)}*"])
+    assert "two words" not in result.stderr.str()

@@ -637,8 +637,8 @@ def test_a_lucy_url_that_is_no_fakes_address_is_a_usage_error_naming_the_fix(
         ),
         (
             "http://user:secret@127.0.0.1:8787/?token=secret",
-            "--lucy-url: http://127.0.0.1:8787/?… holds a query or a fragment; the fake's address is"
-            " http://127.0.0.1:8787/",
+            "--lucy-url: http://127.0.0.1:8787/?… holds a user name or a password; a fake takes none:"
+            " its admin token is what opens its control API",
         ),
     ):
         refused = pytester.runpytest("--lucy-url", url)
@@ -850,3 +850,25 @@ def test_with_an_applications_settings(app_settings):
     result.assert_outcomes(passed=2)
     assert seen == ["/healthz None"]  # asked whether a fake-lucy answers there, without the token
     assert list(tmp_path.iterdir()) == []
+
+
+def test_two_tests_whose_names_meet_in_a_file_name_get_a_dump_each(
+    pytester: pytest.Pytester, tmp_path
+) -> None:
+    """``test_d/test_b.py::test_x`` and ``test_d_test_b.py::test_x`` are both
+    ``test_d_test_b.py__test_x``: the second dumped ends with its id's digest, and never writes over
+    the first."""
+    failing = HEADER + "\nasync def test_x(fake_lucy):\n    assert False\n"
+    pytester.mkpydir("test_d")
+    pytester.path.joinpath("test_d", "test_b.py").write_text(failing, encoding="utf-8")
+    pytester.path.joinpath("test_d_test_b.py").write_text(failing, encoding="utf-8")
+    result = pytester.runpytest("-p", "no:randomly", f"--lucy-dump-on-failure={tmp_path}")
+    result.assert_outcomes(failed=2)
+    tests = sorted(json.loads(path.read_text(encoding="utf-8"))["test"] for path in tmp_path.iterdir())
+    assert tests == ["test_d/test_b.py::test_x", "test_d_test_b.py::test_x"]
+
+
+def test_the_options_are_one_group_named_in_the_help(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("--help")
+    result.stdout.fnmatch_lines(["fake-lucy (Lucy Agent Memory fake):"])
+    assert "fake_lucy:" not in result.stdout.str()
