@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from fake_lucy.testing import AdminError, FakeAdmin, LiveServer, ServeProcess
+from fake_lucy.testing import AdminError, FakeAdmin, LiveServer, ServeProcess, shared
 from fake_lucy.testing.shared import SharedFakeError, SharedTenant
 from tests.helpers import V1, proposal_body, propose, recall
 from tests.plugin.users_pytest import users_pytest
@@ -354,3 +354,18 @@ def test_an_admin_token_that_cannot_be_read_or_sent_is_the_runs_usage_error(
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"ERROR: --lucy-url: {said.format(tmp=tmp_path)}*"])
     assert "two words" not in result.stderr.str()
+
+
+def test_an_untrusted_certificate_names_the_remedy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The TLS failure at the edge (no fake with a certificate from a CA of its own is started here):
+    the line says how to trust it, as the README's HTTPS setup does."""
+
+    def untrusted(*args: object, **kwargs: object) -> None:
+        raise httpx.ConnectError("[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed")
+
+    monkeypatch.setattr(shared, "control_request", untrusted)
+    with pytest.raises(SharedFakeError) as caught:
+        SharedTenant.create("https://user:pw@fake-lucy.ci.internal:8787", "admin-token-0123456789")
+    said = str(caught.value)
+    assert said.startswith("the shared fake at https://fake-lucy.ci.internal:8787 cannot be reached:")
+    assert "point SSL_CERT_FILE or SSL_CERT_DIR at its CA" in said
