@@ -151,10 +151,11 @@ def resume_after(conn: sqlite3.Connection, last_event_id: int | None, tenant: st
     """Where a new reader starts: after ``Last-Event-ID`` when given (from the oldest event still
     kept when it is older than the history), else after the newest event (new events only).
 
-    ``0`` asks for the history from the start, which is the newest reset the reader sees (a reset
-    is back to a fresh database: what came before is not the state's history), or the oldest event
-    kept when there was none; ``tenant``: a tenant admin's reader, who sees the server's resets and
-    its tenant's. A reader resuming after an id it was given keeps every event since, a reset among
+    ``0`` asks for the history from the start, which is the newest reset that started the
+    reader's state afresh (a reset is back to a fresh database: what came before is not the state's
+    history), or the oldest event kept when there was none: the server's, and for a tenant admin's
+    reader (``tenant``) its tenant's too; another tenant's reset leaves the server admin's
+    history standing. A reader resuming after an id it was given keeps every event since, a reset among
     them.
 
     An id beyond the newest was given by another database: the fake was started again on a new

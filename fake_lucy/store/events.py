@@ -107,11 +107,13 @@ def last_id(conn: sqlite3.Connection) -> int:
 
 
 def before_latest_reset(conn: sqlite3.Connection, tenant: str | None) -> int | None:
-    """The id just before the newest ``reset`` event that ``tenant``'s streams show (the server's,
-    or the tenant's own), or the server admin's (any); None when none is kept. A reset is a row of
+    """The id just before the newest ``reset`` event that starts ``tenant``'s state afresh: the
+    server's, or the tenant's own; for the server admin (``None``) the server's alone (a tenant's
+    reset leaves the other tenants' history standing). None when none is kept. A reset is a row of
     its own (it is never gathered into a batch)."""
     if tenant is None:
-        row = conn.execute("SELECT max(seq) FROM events WHERE type = 'reset'").fetchone()
+        sql = "SELECT max(seq) FROM events WHERE type = 'reset' AND tenant_id IS NULL"
+        row = conn.execute(sql).fetchone()
     else:
         row = conn.execute(
             "SELECT max(seq) FROM events WHERE type = 'reset' AND (tenant_id IS NULL OR tenant_id = ?)",

@@ -604,3 +604,21 @@ async def test_a_tenant_snapshot_taking_an_id_another_tenant_holds_is_a_422_and_
     [error] = refused.value.problem["details"]["errors"]
     assert error["pointer"] == f"/tenants/0/{mine}"
     assert (await snapshot(admin, a), await snapshot(admin, b)) == before
+
+
+async def test_another_tenants_reset_leaves_the_server_admins_history_from_the_start_standing(
+    fake, admin, tenants
+) -> None:
+    """``after=0`` is the newest reset that started the reader's state afresh: for the server admin
+    the server's, not a tenant's (a shared fake's session resets its tenant before every test)."""
+    a, _ = tenants
+    async with fake.client() as dev:
+        created = (await propose(dev, proposal_body("The dev tenant's pending note."))).json()["proposal"]
+    await a.admin.reset()
+    async with admin.watch(after=0) as everything:
+        seen = await everything.wait_for("proposal.created", timeout=10, proposal_id=created["id"])
+        reset = await everything.wait_for("reset", timeout=10)
+    assert seen.id < reset.id  # the tenant's reset came after, and did not hide what came before
+    async with a.admin.watch(after=0) as own:  # the tenant admin's history starts at its reset
+        first = await own.wait_for("reset", timeout=10)
+    assert first.tenant == a.id
