@@ -19,8 +19,19 @@ __all__ = [
     "flush_standard_streams",
     "is_stream",
     "quiet_stream",
+    "read_admin_token_file",
     "write_atomically",
 ]
+
+
+def read_admin_token_file(path: str | os.PathLike[str]) -> str:
+    """The admin token a file holds, stripped (``serve``, the operator commands and the plugin read
+    it alike); a file that cannot be read is ``ValueError`` with one line naming it and why."""
+    try:
+        return Path(path).read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ValueError(f"cannot read the admin token file {path} ({reason})") from None
 
 
 def quiet_stream(stream: TextIO) -> None:

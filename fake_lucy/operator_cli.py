@@ -31,7 +31,14 @@ from fake_lucy.domain import clock, findings
 from fake_lucy.domain.clock import parse_timestamp
 from fake_lucy.domain.defaults import DEFAULT_ADMIN_TOKEN
 from fake_lucy.dumps import snapshot_in
-from fake_lucy.files import check_writable, file_to_write, is_stream, quiet_stream, write_atomically
+from fake_lucy.files import (
+    check_writable,
+    file_to_write,
+    is_stream,
+    quiet_stream,
+    read_admin_token_file,
+    write_atomically,
+)
 from fake_lucy.text import one_line, pieces, visible
 from lucy_memory._contract import (
     PROPOSAL_STATES,
@@ -397,10 +404,9 @@ def _target(args: argparse.Namespace) -> tuple[str, str]:
     token_file = args.admin_token_file or os.environ.get("FAKE_LUCY_ADMIN_TOKEN_FILE")
     if token_file:
         try:
-            token = Path(token_file).read_text(encoding="utf-8").strip()
-        except (OSError, UnicodeDecodeError) as exc:
-            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-            raise UsageError(f"cannot read the admin token file {token_file} ({reason})") from None
+            token = read_admin_token_file(token_file)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
         return url, _checked_token(token, "the admin token file")
     if "FAKE_LUCY_ADMIN_TOKEN" in os.environ:  # set but empty is a mistake, as ``serve`` says too
         token = os.environ["FAKE_LUCY_ADMIN_TOKEN"].strip()

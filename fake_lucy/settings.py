@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from fake_lucy.files import file_to_write
+from fake_lucy.files import file_to_write, read_admin_token_file
 from lucy_memory._contract import TOKEN_RULE, valid_token
 
 __all__ = ["ENV_PREFIX", "FakeLucySettings", "load_settings"]
@@ -108,12 +108,7 @@ class FakeLucySettings(BaseSettings):
         else ``FAKE_LUCY_ADMIN_TOKEN``; ``None`` means the built-in default. An empty one, or one
         that no Authorization header can carry (anything but visible ASCII without spaces), is refused."""
         if self.admin_token_file is not None:
-            try:
-                token = self.admin_token_file.read_text(encoding="utf-8").strip()
-            except (OSError, UnicodeDecodeError) as exc:  # as the operator CLI words it
-                reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-                path = self.admin_token_file
-                raise ValueError(f"cannot read the admin token file {path} ({reason})") from None
+            token = read_admin_token_file(self.admin_token_file)
             return _checked_token(token, "the admin token file", "the admin token file is empty")
         if self.admin_token is not None:
             token = self.admin_token.get_secret_value().strip()

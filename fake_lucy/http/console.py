@@ -403,9 +403,10 @@ def _proposals(conn: sqlite3.Connection, session: Session, query: Mapping[str, s
 
 
 def _memories(conn: sqlite3.Connection, session: Session, query: Mapping[str, str]) -> dict[str, Any]:
-    history = query.get("history", "false") == "true"
-    if query.get("history", "false") not in ("true", "false"):
+    flag = query.get("history", "false")
+    if flag not in ("true", "false"):
         raise _BadInput("history is true or false")
+    history = flag == "true"
     after: tuple[str, int] | None = None
     if query.get("after"):
         memory_id, _, version = query["after"].rpartition(":")

@@ -18,13 +18,13 @@ import contextlib
 import os
 import secrets
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 
 from fake_lucy.addresses import path_segment, shown_url
 from fake_lucy.domain.defaults import DEFAULT_ADMIN_TOKEN
+from fake_lucy.files import read_admin_token_file
 from fake_lucy.testing.admin import FakeAdmin
 from fake_lucy.testing.errors import SharedFakeError
 from fake_lucy.testing.fakes import _Shape
@@ -56,11 +56,7 @@ def server_admin_token() -> str:
     can carry is ``ValueError`` with one line that never holds the token."""
     token_file = os.environ.get(ADMIN_TOKEN_FILE_VARIABLE, "").strip()
     if token_file:
-        try:
-            token = Path(token_file).read_text(encoding="utf-8").strip()
-        except (OSError, UnicodeDecodeError) as exc:
-            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-            raise ValueError(f"cannot read the admin token file {token_file} ({reason})") from None
+        token = read_admin_token_file(token_file)
         where, empty = f"the admin token file {token_file}", "is empty"
     elif ADMIN_TOKEN_VARIABLE in os.environ:
         token = os.environ[ADMIN_TOKEN_VARIABLE].strip()

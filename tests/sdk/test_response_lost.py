@@ -185,7 +185,7 @@ async def test_repeated_recoveries_never_send_a_retry_header_past_max_retries(
 
 
 class _BlocksOnce:
-    """An injected ``sleep`` whose first wait never ends (until the caller is cancelled)."""
+    """An injected ``sleep`` whose first wait ends only when the caller is cancelled."""
 
     def __init__(self) -> None:
         self.entered = anyio.Event()
@@ -195,7 +195,7 @@ class _BlocksOnce:
         self.delays.append(seconds)
         if not self.entered.is_set():
             self.entered.set()
-            await anyio.sleep_forever()
+            await anyio.Event().wait()  # set by nobody: the cancellation ends it
 
 
 async def test_a_propose_cancelled_while_it_waits_to_retry_counts_its_attempts_for_a_repeat(
@@ -236,7 +236,7 @@ async def test_a_propose_cancelled_while_its_answer_is_on_the_way_repeats_as_a_r
             response: TransportResponse = await inner.send(request)
             if not reached.is_set():
                 reached.set()
-                await anyio.sleep_forever()
+                await anyio.Event().wait()  # set by nobody: the cancellation ends it
             return response
 
     client = new_client(live, transport=AnswerNeverRead())

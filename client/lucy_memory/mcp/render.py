@@ -254,6 +254,7 @@ def _next_step(error: LucyMemoryError, operation: str) -> str:
         advice = "Retrying will not help unless the cause is fixed." if not error.retryable else ""
     if error.retry_after is not None:
         advice += f" The service asked to wait {error.retry_after:g} s."
+    reused = error.code == "idempotency_key_reused"
     if error.retryable or error.code in _SERVER_SIDE:
         if operation == "propose" and key is not None and error.retries_used_up:
             advice += (
@@ -264,8 +265,9 @@ def _next_step(error: LucyMemoryError, operation: str) -> str:
             advice += f" Safe next step: {same_key} (a replay if the first one executed)."
         elif operation != "propose":
             advice += f" Repeating {operation} may charge a credit if it executes."
-    elif operation == "propose" and key is not None and _refused_for_good(error):
-        # Lucy never retries a refused request: its key is done with (a derived key moves on by itself)
+    elif operation == "propose" and key is not None and refused_for_good(error) and not reused:
+        # Lucy never retries a refused request: its key is done with (a derived key moves on by
+        # itself; idempotency_key_reused's own advice says so already)
         advice += (
             " Once the cause is fixed, call memory_propose with a new idempotency_key, or none (one is"
             f" derived from the arguments), not with {key}: repeating a refused request with its key"
@@ -274,15 +276,12 @@ def _next_step(error: LucyMemoryError, operation: str) -> str:
     return advice.strip()
 
 
-def _refused_for_good(error: LucyMemoryError) -> bool:
-    """A 4xx answer but a rate limit and a key still in use: the request will never succeed as sent."""
+def refused_for_good(error: LucyMemoryError) -> bool:
+    """A 4xx answer but a rate limit and a key still in use: the request will never succeed as sent
+    (the rule of the fake's propose_retry_not_retryable; a topic or version conflict is one)."""
     status = error.status
-    return (
-        status is not None
-        and 400 <= status < 500
-        and status != 429
-        and error.code not in ("idempotency_key_in_use", "idempotency_key_reused")
-    )
+    in_use = error.code == "idempotency_key_in_use"
+    return status is not None and 400 <= status < 500 and status != 429 and not in_use
 
 
 def status_phrase(error: LucyMemoryError) -> str:

@@ -30,7 +30,14 @@ from lucy_memory.client import AgentMemoryClient
 from lucy_memory.errors import APIError, IdempotencyKeyRequiredError, LucyMemoryError
 from lucy_memory.mcp.config import SERVER_NAME, ServerConfig
 from lucy_memory.mcp.refusals import RefusedKeys
-from lucy_memory.mcp.render import render_error, render_propose, render_recall, render_status, status_phrase
+from lucy_memory.mcp.render import (
+    refused_for_good,
+    render_error,
+    render_propose,
+    render_recall,
+    render_status,
+    status_phrase,
+)
 from lucy_memory.mcp.tools import PROPOSAL_STATUS, PROPOSE, RECALL, TOOL_NAMES, tools
 from lucy_memory.transport import Transport
 
@@ -203,11 +210,7 @@ class LucyMemoryTools:
             try:
                 proposed = await client.propose(json.dumps(arguments), idempotency_key=key)
             except APIError as exc:
-                answered = exc.status or 0
-                # a refusal for good: any 4xx but a rate limit and a key still in use (the rule of
-                # the fake's propose_retry_not_retryable); a topic or version conflict is one
-                final = 400 <= answered < 500 and answered != 429 and exc.code != "idempotency_key_in_use"
-                if base is not None and final:
+                if base is not None and refused_for_good(exc):
                     self._refused.set(base, refusals + 1)
                 raise
             except LucyMemoryError:
