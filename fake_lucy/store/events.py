@@ -10,6 +10,7 @@ row's start after them. One row per transaction writes one row where each event 
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -46,7 +47,13 @@ def append(
 ) -> int:
     """Store one transaction's events of one tenant, each ``(type, at, JSON text)``, in one row;
     returns the last one's id. Every ``PRUNE_EVERY`` ids the history beyond the newest ``keep``
-    rows goes (the newest row never does, so ``max(seq) + n`` never gives an id twice)."""
+    rows goes (the newest row never does, so ``max(seq) + n`` never gives an id twice).
+
+    A new history (a new file) numbers on from the real time in µs since 1970, not from 0: the ids
+    of two files then never meet, so a reader that resumes with an id another file gave (the fake
+    started again on a new file) holds an id below or beyond every one of this file's, and gets
+    its whole kept history (``resume_after``) instead of starting somewhere inside it. It would
+    take a file writing more than one event per µs since the other was made to cross its ids."""
     if len(events) == 1:
         type_, at, data = events[0]
     else:
@@ -54,8 +61,8 @@ def append(
         data = "[" + ",".join(orjson.dumps([t, a]).decode()[:-1] + "," + d + "]" for t, a, d in events) + "]"
     (seq,) = conn.execute(
         "INSERT INTO events (seq, type, tenant_id, at, data)"
-        " VALUES ((SELECT coalesce(max(seq), 0) FROM events) + ?, ?, ?, ?, ?) RETURNING seq",
-        (len(events), type_, tenant, at, data),
+        " VALUES ((SELECT coalesce(max(seq), ?) FROM events) + ?, ?, ?, ?, ?) RETURNING seq",
+        (time.time_ns() // 1000, len(events), type_, tenant, at, data),
     ).fetchone()
     if seq // PRUNE_EVERY != (seq - len(events)) // PRUNE_EVERY and seq > keep:
         conn.execute("DELETE FROM events WHERE seq <= ?", (seq - keep,))

@@ -180,8 +180,8 @@ async def test_a_resume_older_than_the_kept_history_starts_at_the_oldest_kept_ev
 async def test_a_resume_from_another_databases_id_gets_every_kept_event_of_this_one(
     fake: InProcessFake,
 ) -> None:
-    """A reader of a fake started again on a new file (ids begin again at 1) resumes with an id
-    this database never gave: it has seen none of its events, the import's reset among them."""
+    """A reader of a fake started again on a newer file resumes with an id this database never
+    gave: it has seen none of its events, the import's reset among them."""
     await fake.admin.reset()
     with fake.fake.db.write() as conn:
         newest = events.resume_after(conn, None)
@@ -190,6 +190,28 @@ async def test_a_resume_from_another_databases_id_gets_every_kept_event_of_this_
     async with fake.admin.watch(after=newest + 500) as resumed:
         first = await resumed.wait_for("reset", timeout=10)
     assert first.id == oldest  # from this database's first kept event, not from now on
+
+
+async def test_a_reader_resuming_on_another_file_gets_its_whole_history_whichever_wrote_more(
+    tmp_path: Path,
+) -> None:
+    """A fake started again on another file: the reader's last id is one the old file gave. The new
+    file may have written more events than that id counts (were both counted from 1, the reader
+    would resume in the middle of its history, past its first changes): it still gets all of them."""
+    async with InProcessFake.start(tmp_path / "old") as old, old.admin.watch() as stream:
+        await old.admin.reset()
+        last_seen = (await stream.wait_for("reset", timeout=10)).id
+    async with InProcessFake.start(tmp_path / "new") as new:
+        async with new.client() as api:
+            made = [(await propose(api, proposal_body(f"Change {n}."))).json()["proposal"] for n in range(4)]
+        async with new.admin.watch(after=last_seen) as resumed:
+            await resumed.wait_for("proposal.created", proposal_id=made[-1]["id"], timeout=10)
+        with new.fake.db.write() as conn:
+            kept = events.after(conn, 0, tenant=None)
+    seen = [e.id for e in resumed.seen]
+    assert seen == [e.id for e in kept][: len(seen)]  # from its first event on, none skipped
+    created = [e.data["proposal_id"] for e in resumed.seen if e.type == "proposal.created"]
+    assert created == [p["id"] for p in made]
 
 
 async def test_a_resume_from_before_the_kept_history_starts_at_the_first_event_of_the_oldest_row(
