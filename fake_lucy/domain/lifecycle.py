@@ -135,7 +135,8 @@ def _topic_target(tenant: str, scope: Scope, topic: str) -> str:
 def _require_version(head: MemoryRecord, expected: int) -> None:
     """A replacement must name the memory's active version (else ``version_conflict``)."""
     if head.version != expected:
-        never = f"version {int(expected)}, which the memory never had (its active version is {head.version})"
+        # the number given is in the details alone: a detail never echoes an input value (SPEC 1.5)
+        never = f"a version the memory never had (its active version is {head.version})"
         raise DomainError(
             "version_conflict",
             "the replacement names "
