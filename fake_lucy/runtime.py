@@ -111,6 +111,8 @@ class FakeLucy:
                 self.seed_outcome = "applied"
             elif self.settings.reset_on_start:
                 seeding.reset(conn, self.ids, self.seed)
+                # a reset as any other: a reader from before it is told, and "from the start" begins here
+                events.emit(conn, "reset", {}, at=clock.now(conn), tenant=None)
                 self.seed_outcome = "reset"
             elif seeding.applied_seed(conn) != seeding.seed_digest(self.seed):
                 raise SeedMismatchError(self._mismatch(seeding.applied_seed(conn)))

@@ -214,6 +214,32 @@ async def test_a_reader_resuming_on_another_file_gets_its_whole_history_whicheve
     assert created == [p["id"] for p in made]
 
 
+async def test_a_restart_with_reset_on_start_is_a_reset_event_and_the_start_of_the_history(
+    tmp_path: Path,
+) -> None:
+    """``--reset-on-start`` wipes the state as a reset does: a reader resuming from before it meets
+    the ``reset`` (a live page reloads on it), and a reader from the start (``0``) begins with it,
+    not among the changes of a state that is gone."""
+    async with InProcessFake.start(tmp_path) as before:
+        async with before.client() as api:
+            await propose(api)
+        async with before.admin.watch(after=0) as stream:
+            last_seen = (await stream.wait_for("request", timeout=10)).id
+    async with InProcessFake.start(tmp_path, reset_on_start=True) as after:
+        async with after.admin.watch(after=last_seen) as resumed:
+            reset = await resumed.wait_for("reset", timeout=10)
+        async with after.client() as api:
+            made = (await propose(api)).json()["proposal"]
+        async with after.admin.watch(after=0) as fresh:
+            await fresh.wait_for("proposal.created", timeout=10)
+    assert [e.type for e in resumed.seen] == ["reset"]
+    assert reset.tenant is None
+    assert [(e.type, e.data.get("proposal_id")) for e in fresh.seen] == [
+        ("reset", None),
+        ("proposal.created", made["id"]),
+    ]
+
+
 async def test_a_resume_from_before_the_kept_history_starts_at_the_first_event_of_the_oldest_row(
     fake: InProcessFake,
 ) -> None:
