@@ -227,7 +227,9 @@ def _export_proposal(row: dict[str, Any]) -> dict[str, Any]:
 
 def validate(document: Any) -> dict[str, Any]:
     """A document this fake can restore (migrated to ``VERSION``), or a 422 ``invalid_request`` with
-    pointers. A newer format version is refused before anything else is read."""
+    pointers. A newer format version is refused before anything else is read. JSON has one kind of
+    number: ``2.0`` is the integer 2 (SPEC 1.1), so a whole number written so is read as one."""
+    document = _whole_numbers(document)
     if isinstance(document, dict) and document.get("format") == FORMAT:
         version = document.get("version")
         if type(version) is int and version > VERSION:
@@ -247,6 +249,21 @@ def validate(document: Any) -> dict[str, Any]:
     result: dict[str, Any] = document
     _check_references(result)
     return result
+
+
+def _whole_numbers(document: Any) -> Any:
+    """The document with each whole number written as a float (``2.0``) an integer, in place; the
+    snapshot has no number that is not an integer (a fraction stays, for the schema to refuse)."""
+    stack = [document]
+    while stack:  # not recursive: a document nested deeper than Python's stack is the schema's to refuse
+        node = stack.pop()
+        items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+        for key, value in list(items):
+            if type(value) is float and value.is_integer():
+                node[key] = int(value)
+            elif isinstance(value, dict | list):
+                stack.append(value)
+    return document
 
 
 # The references a tenant's rows hold: per collection, the fields of each item that must name an
@@ -547,6 +564,7 @@ def restore_state(
             raise invalid_field(f"/tenants/{others[0]}/id", "names another tenant than the one restored")
         if not snapshot["tenants"]:
             raise invalid_field("/tenants", "must hold the tenant restored")
+        _held_elsewhere(conn, snapshot["tenants"], tenant)
         # the tenant admin restoring its tenant keeps its token: the document's hash is not taken
         kept = store.tenant_rows(conn, "tenants", tenant)
         admin_tokens = {row["id"]: row["admin_token_sha256"] for row in kept}
@@ -606,6 +624,27 @@ def restore_state(
     server_state.bump_index_epoch(conn)
     # the state was replaced: a reset, to the snapshot's state (a live page reloads on it)
     events.emit(conn, "reset", {"snapshot": True}, at=clock.now(conn, tenant), tenant=tenant)
+
+
+def _held_elsewhere(conn: sqlite3.Connection, documents: list[dict[str, Any]], tenant: str) -> None:
+    """A tenant's restore brings no ledger or journal row naming a request that a row of another
+    tenant names: request ids are server-wide, and the server's own snapshot (which a restore of the
+    whole state checks so) must stay one it can restore."""
+    problems: list[dict[str, str]] = []
+    for t, document in enumerate(documents):
+        for collection in ("ledger", "journal"):
+            entries = document.get(collection, [])
+            held = store.request_ids_elsewhere(conn, collection, tenant, [e["request_id"] for e in entries])
+            problems.extend(
+                {
+                    "pointer": f"/tenants/{t}/{collection}/{i}/request_id",
+                    "detail": f"is the request id of a {collection} row of another tenant",
+                }
+                for i, entry in enumerate(entries)
+                if entry["request_id"] in held
+            )
+    if problems:
+        raise invalid_request(problems[:100], "the snapshot is inconsistent")
 
 
 def _clock_columns(written: dict[str, Any], pointer: str) -> tuple[int | None, int]:

@@ -7,6 +7,7 @@ columns are this project's own (``store.tables``).
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Mapping
 from typing import Any
@@ -22,6 +23,7 @@ __all__ = [
     "clear_tenant",
     "insert",
     "journal_rows",
+    "request_ids_elsewhere",
     "server_row",
     "tenant_ids",
     "tenant_rows",
@@ -67,6 +69,23 @@ def admin_token_hashes(conn: sqlite3.Connection) -> set[str]:
 
 def tenant_rows(conn: sqlite3.Connection, table: str, tenant: str) -> list[dict[str, Any]]:
     return [dict(row) for row in conn.execute(TENANT_ROWS[table], (tenant,))]
+
+
+# The column naming a row's tenant, in the tables whose rows each name a request.
+_REQUEST_ROWS = {"ledger": "tenant_id", "journal": "tenant"}
+
+
+def request_ids_elsewhere(
+    conn: sqlite3.Connection, table: str, tenant: str, request_ids: list[str]
+) -> set[str]:
+    """Which of ``request_ids`` rows of ``table`` (the ledger or the journal) of other tenants name."""
+    column = _REQUEST_ROWS[table]
+    rows = conn.execute(
+        f"SELECT DISTINCT request_id FROM {table}"  # noqa: S608 - our table and column names
+        f" WHERE {column} != ? AND request_id IN (SELECT value FROM json_each(?))",
+        (tenant, json.dumps(request_ids)),
+    )
+    return {row[0] for row in rows}
 
 
 def journal_rows(conn: sqlite3.Connection, tenant: str) -> list[dict[str, Any]]:

@@ -475,3 +475,83 @@ async def test_a_snapshot_listing_a_tenant_twice_says_so_first(fake) -> None:
         "detail": f"repeats the tenant of /tenants/{broken['tenants'].index(dev)}",
     }
     assert await _snapshot(fake) == before
+
+
+async def test_a_whole_number_written_as_a_float_is_that_integer_a_newer_version_included(fake) -> None:
+    """JSON has one kind of number (SPEC 1.1): ``3.0`` is 3. A newer format written so is refused as
+    ``3`` is, and a memory's version ``1.0`` restores as 1 (it was a 500)."""
+    await _lifecycle(fake)
+    before = await _snapshot(fake)
+    newer = {**copy.deepcopy(before), "version": float(snapshots.VERSION + 1)}
+    refused = await _put(fake, newer)
+    assert refused.status_code == 422
+    assert [e["pointer"] for e in refused.json()["details"]["errors"]] == ["/version"]
+    floats = copy.deepcopy(before)
+    tenant = floats["tenants"][0]
+    for memory in tenant["memories"]:
+        memory["version"] = float(memory["version"])
+        for version in memory["versions"]:
+            version["version"] = float(version["version"])
+    tenant["accounts"][0]["balance"] = float(tenant["accounts"][0]["balance"])
+    restored = await _put(fake, floats)
+    assert restored.status_code == 200, restored.text
+    assert await _snapshot(fake) == before
+
+
+async def test_a_tenant_restore_naming_another_tenants_request_is_refused_so_the_whole_state_restores(
+    fake,
+) -> None:
+    """Request ids are server-wide: a restore of the whole state refuses a ledger or journal row
+    repeating one, so a tenant's restore must not bring one in, or the server's own snapshot could
+    never be restored (``--export-on-exit`` then ``--import`` would fail)."""
+    await fake.admin.set_clock(frozen=True)  # the snapshots compared say the same time
+    created = [await fake.admin.create_tenant(name) for name in ("tenant_one", "tenant_two")]
+    for tenant in created:
+        async with fake.client(tenant["credential"]["token"]) as api:
+            assert (await recall(api, "anything")).status_code == 200
+    snaps = []
+    for tenant in created:
+        async with fake.client(tenant["admin_token"], event_hooks=HOOKS) as http:
+            answer = await http.get("/_fake/snapshot", params={"include_journal": "true"})
+            snaps.append(answer.json())
+    theirs = snaps[1]["tenants"][0]
+    mine = copy.deepcopy(snaps[0])
+    mine["tenants"][0]["ledger"][-1]["request_id"] = theirs["ledger"][-1]["request_id"]
+    mine["tenants"][0]["journal"][-1]["request_id"] = theirs["journal"][-1]["request_id"]
+    async with fake.client(created[0]["admin_token"], event_hooks=HOOKS) as http:
+        refused = await http.put("/_fake/snapshot", json=mine)
+        assert refused.status_code == 422
+        assert [e["pointer"] for e in refused.json()["details"]["errors"]] == [
+            f"/tenants/0/ledger/{len(mine['tenants'][0]['ledger']) - 1}/request_id",
+            f"/tenants/0/journal/{len(mine['tenants'][0]['journal']) - 1}/request_id",
+        ]
+        assert (await http.get("/_fake/snapshot", params={"include_journal": "true"})).json() == snaps[0]
+    whole = await _snapshot(fake, include_journal="true")
+    assert (await _put(fake, whole)).status_code == 200
+
+
+async def test_with_an_id_seed_a_tenant_restored_from_another_run_goes_on_making_new_ids(tmp_path) -> None:
+    """``--id-seed`` gives the n-th id; a tenant snapshot of an earlier run of the same seed holds ids
+    this run would make next. They are passed over, not given twice (a propose was a 500)."""
+    saved: dict[str, Any] = {}
+    token = ""  # the first run's credential: the restored tenant's
+    for run in ("first", "second"):
+        fake = InProcessFake(tmp_path / f"{run}.sqlite3", id_seed=7)
+        try:
+            created = await fake.admin.create_tenant("tenant_kept")
+            async with fake.client(created["admin_token"], event_hooks=HOOKS) as http:
+                if run == "first":
+                    token = created["credential"]["token"]
+                    async with fake.client(token) as api:
+                        made = await propose(api, proposal_body("Made in the first run."))
+                    assert made.status_code == 201
+                    saved = (await http.get("/_fake/snapshot")).json()
+                    continue
+                assert (await http.put("/_fake/snapshot", json=saved)).status_code == 200
+            async with fake.client(token) as api:
+                again = await propose(api, proposal_body("Made in the second run."))
+            assert again.status_code == 201, again.text
+            ids = {p["id"] for p in (await fake.admin.proposals(tenant="tenant_kept"))["items"]}
+            assert len(ids) == 2
+        finally:
+            await fake.aclose()
