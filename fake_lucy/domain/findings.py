@@ -169,6 +169,13 @@ class _Judge:
         observation = self.observation
         return max(observation.arrived_us - real_us, observation.clock_us - clock_us)
 
+    def sent_after(self, answered_real_us: int) -> bool:
+        """Did this request arrive once an earlier one was answered (in real time: the fake clock
+        does not order what a client sends)? Requests are judged in commit order, not in the order
+        they came: one sent beside another (agents fanning out, two agents on one credential) is
+        never its repeat, whichever was answered first."""
+        return self.observation.arrived_us >= answered_real_us
+
     def add(self, code: str, subject: str, earlier: tuple[str, ...], detail: str) -> None:
         observation = self.observation
         seq = store.next_finding_seq(self.conn)
@@ -225,7 +232,7 @@ class _Judge:
         """``recall_retried`` / ``status_retried``: a retry header, or the same request again soon
         after a 429, 5xx or dropped connection."""
         observation = self.observation
-        if previous is not None and _retryable_failure(previous.status):
+        if previous is not None and _retryable_failure(previous.status) and self.sent_after(previous.real_us):
             elapsed = self.since(previous.real_us, previous.clock_us)
             if elapsed <= RETRY_WINDOW_US:
                 self.add(
@@ -396,7 +403,7 @@ class _Judge:
         )
 
     def new_key(self, key: str, body_row: WatchRecord) -> None:
-        if body_row.key is None or body_row.key == key:
+        if body_row.key is None or body_row.key == key or not self.sent_after(body_row.answered_us):
             return
         if self.since(body_row.answered_us, body_row.clock_us) > NEW_KEY_WINDOW_US:
             return

@@ -282,6 +282,40 @@ async def test_retry_after_is_counted_from_a_slow_answer(naive, admin) -> None:
     assert await _findings(admin) == [("retry_before_retry_after", naive.request_ids)]
 
 
+@pytest.mark.parametrize("operation", ["recall", "proposal_status", "propose"])
+async def test_the_same_request_sent_beside_another_not_after_its_failure_is_no_finding(
+    fake, naive, admin, operation
+) -> None:
+    """A repeat is a request sent once an earlier one was answered. The first request sent here
+    takes a slow 503 (its answer, and its judging, come after 0.2 s); the second, sent while the
+    first is still unanswered, takes a quick one and is judged first: neither is the other's retry
+    (the first was called the retry of the second, "sent again -0.1 s after it was answered")."""
+    proposal_id = ""
+    if operation == "proposal_status":
+        proposal_id = (await naive.propose("the-proposal")).json()["proposal"]["id"]
+    await admin.add_fault(operation, 503, delay_ms=200)
+    await admin.add_fault(operation, 503)
+
+    async def send(n: int) -> httpx.Response:
+        if operation == "recall":
+            return await naive.recall()
+        if operation == "proposal_status":
+            return await naive.status(proposal_id)
+        return await naive.propose(f"agent-{n}")  # two agents, one proposal, a key each
+
+    async with fake.admin.watch() as stream, anyio.create_task_group() as tasks:
+        first: list[httpx.Response] = []
+        tasks.start_soon(lambda: _into(first, send(1)))
+        await stream.wait_for("fault.fired", timeout=10)  # the first is in its delay, unanswered
+        second = await send(2)
+    assert [first[0].status_code, second.status_code] == [503, 503]
+    assert await _findings(admin) == []
+
+
+async def _into(answers: list[httpx.Response], answer: Any) -> None:
+    answers.append(await answer)
+
+
 async def test_a_recall_repeated_after_the_10_second_window_is_no_finding(naive, admin) -> None:
     await admin.add_fault("recall", 503)
     assert (await naive.recall()).status_code == 503
