@@ -15,7 +15,7 @@ from fake_lucy.domain import seed as seeding
 from fake_lucy.domain.defaults import DEFAULT_ADMIN_TOKEN
 from fake_lucy.domain.ids import IdFactory
 from fake_lucy.settings import FakeLucySettings
-from fake_lucy.store.connection import MEMORY, Database, storage_failure
+from fake_lucy.store.connection import MEMORY, Database, DatabaseUnusableError, storage_failure
 from lucy_memory._contract import InvalidJSONError, SecretScanner, load_contract, parse_json_object
 
 __all__ = ["DatabaseUnusableError", "FakeLucy", "SeedMismatchError"]
@@ -23,11 +23,6 @@ __all__ = ["DatabaseUnusableError", "FakeLucy", "SeedMismatchError"]
 log = logging.getLogger("fake_lucy")
 
 SeedOutcome = Literal["unchecked", "applied", "reset", "kept"]
-
-
-class DatabaseUnusableError(ValueError):
-    """The database file could not be written while it was being made ready (a full disk, a
-    read-only file or mount): nothing of it was changed."""
 
 
 class SeedMismatchError(ValueError):

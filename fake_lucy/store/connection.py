@@ -54,11 +54,26 @@ from fake_lucy.store.schema import (
     table_statements,
 )
 
-__all__ = ["MEMORY", "Database", "ForeignDatabaseError", "storage_failure"]
+__all__ = ["MEMORY", "Database", "DatabaseUnusableError", "ForeignDatabaseError", "storage_failure"]
 
 
 class ForeignDatabaseError(ValueError):
     """The database file is not one fake-lucy created (or not a SQLite file at all)."""
+
+
+class DatabaseUnusableError(ValueError):
+    """The database file could not be written while it was being opened or made ready (a full
+    disk, a read-only file or mount): nothing of it was changed."""
+
+
+# What SQLite says when the file is a database it cannot write (not one it cannot read as one).
+_UNWRITABLE_CODES = frozenset({sqlite3.SQLITE_FULL, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_IOERR})
+
+
+def _unwritable(path: str, exc: sqlite3.Error) -> DatabaseUnusableError | None:
+    if (getattr(exc, "sqlite_errorcode", 0) & 0xFF) in _UNWRITABLE_CODES:
+        return DatabaseUnusableError(f"cannot write the database {path} ({exc})")
+    return None
 
 
 MEMORY = ":memory:"
@@ -183,9 +198,12 @@ class Database:
             tables = {
                 row[0] for row in self.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
             }
-        except sqlite3.DatabaseError as exc:  # not a database, a directory, no permission
+        except sqlite3.DatabaseError as exc:  # not a database, a directory, no permission; a full disk
             with contextlib.suppress(AttributeError, sqlite3.Error):
                 self.conn.close()
+            unwritable = _unwritable(path, exc)
+            if unwritable is not None:  # the file is not to blame: said as a write that failed is
+                raise unwritable from None
             raise ForeignDatabaseError(f"{path} cannot be opened as a SQLite database ({exc})") from None
         if tables and "server_state" not in tables:  # refused before anything is written to it
             self.conn.close()
@@ -202,13 +220,18 @@ class Database:
             )
         if tables:  # a file of its own, damaged inside its pages, would answer every write 503 for ever
             self._check_pages(path)
-        if path != MEMORY:
-            self.conn.execute("PRAGMA journal_mode = WAL")
-            # WAL + OFF: a commit is handed to the OS, so it survives a crash or kill of the process
-            # (what a fake needs), not an OS crash or power loss. NORMAL's fsync at every
-            # checkpoint cost ~40% of a recall's time (benchmarks/RESULTS.md).
-            self.conn.execute("PRAGMA synchronous = OFF")
-        self.conn.execute("PRAGMA foreign_keys = OFF")
+        try:
+            if path != MEMORY:
+                # writes to the file (a new one's header, the WAL's files): a full disk fails here
+                self.conn.execute("PRAGMA journal_mode = WAL")
+                # WAL + OFF: a commit is handed to the OS, so it survives a crash or kill of the process
+                # (what a fake needs), not an OS crash or power loss. NORMAL's fsync at every
+                # checkpoint cost ~40% of a recall's time (benchmarks/RESULTS.md).
+                self.conn.execute("PRAGMA synchronous = OFF")
+            self.conn.execute("PRAGMA foreign_keys = OFF")
+        except sqlite3.Error as exc:
+            self.conn.close()
+            raise _unwritable(path, exc) or exc from None
 
     def _check_pages(self, path: str) -> None:
         """SQLite's ``quick_check`` of an existing file (~0.2 s for 100 MB): a damaged one is refused

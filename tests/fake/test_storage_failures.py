@@ -227,3 +227,49 @@ async def test_a_database_damaged_inside_its_pages_is_refused_at_start_in_one_li
         "); start on another --database, with --import of a snapshot taken before, to go on from there\n"
     )
     assert len(err.splitlines()) == 1
+
+
+def _full_disk_at(statement: str, words: str, code: int) -> type[sqlite3.Connection]:
+    """A connection whose ``statement`` fails as SQLite fails on a file system with no byte free
+    (the first write of a new file, or the WAL's files of an existing one)."""
+
+    class OnAFullDisk(sqlite3.Connection):
+        def execute(self, sql: str, *args: object) -> sqlite3.Cursor:  # type: ignore[override]
+            if sql == statement:
+                error = sqlite3.OperationalError(words)
+                error.sqlite_errorcode = code  # type: ignore[attr-defined]
+                raise error
+            return super().execute(sql, *args)  # type: ignore[arg-type]
+
+    return OnAFullDisk
+
+
+@pytest.mark.parametrize(
+    ("statement", "full", "code"),
+    [
+        ("PRAGMA journal_mode = WAL", "database or disk is full", sqlite3.SQLITE_FULL),
+        ("SELECT name FROM sqlite_master WHERE type = 'table'", "disk I/O error", sqlite3.SQLITE_IOERR),
+    ],
+    ids=["a new file's first write", "an existing file's WAL"],
+)
+def test_serve_where_the_disk_has_no_byte_free_is_one_line_naming_the_write_and_exit_1(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    statement: str,
+    full: str,
+    code: int,
+) -> None:
+    """Not a traceback (a new file on a full disk), nor "cannot be opened as a SQLite database" (an
+    existing file, which is not to blame): the line the README gives a database that cannot be
+    written."""
+    from fake_lucy.store import connection
+
+    path = tmp_path / "full.sqlite3"
+    if "sqlite_master" in statement:
+        FakeLucy(FakeLucySettings(database=str(path))).close()
+    failing = _full_disk_at(statement, full, code)
+    connect = sqlite3.connect
+    monkeypatch.setattr(connection.sqlite3, "connect", lambda *a, **k: connect(*a, **k, factory=failing))
+    assert main(["serve", "--database", str(path), "--port", "0"]) == 1
+    assert capsys.readouterr().err == f"fake-lucy: cannot write the database {path} ({full})\n"
