@@ -94,6 +94,8 @@ class _Call:
     delay_ms: int = 0
     client_name: str | None = None
     journaled: bool = False  # the journal row was written in the request's own transaction
+    after_commit: faults.Fault | None = None  # the step-14 fault taken in that transaction
+    judged: bool = True  # were its findings judged there (not when a fault delays the answer)
     secret_key: bool = False  # the Idempotency-Key matches a secret pattern (SPEC 1.5)
 
 
@@ -225,6 +227,14 @@ class V1Pipeline:
         except _Dropped:
             response = DropConnection()
         if call.journaled:
+            if call.delay_ms:  # the step-14 fault's latency, after its row and the charge committed
+                self.fake.db.commit_joined()
+                await asyncio.sleep(call.delay_ms / 1000)
+            if not call.judged:
+                retry_after = response.headers.get("retry-after")
+                with self._transaction() as conn:
+                    if server_state.tenant_is(conn, call.principal.tenant_id, call.principal.incarnation):
+                        self._observe(conn, call, code, retry_after)
             return response
         if isinstance(response, DropConnection):
             call.journal.dropped = True
@@ -349,20 +359,28 @@ class V1Pipeline:
                 f"this call needs the {needed} permission, which the request does not carry",
             )
 
+    def _take(self, conn: sqlite3.Connection, call: _Call, phase: str) -> faults.Fault | None:
+        """The oldest fault of ``phase`` matching the request, taken (and its event) in ``conn``."""
+        fault = faults.take(
+            conn,
+            operation=call.operation,
+            tenant=call.principal.tenant_id,
+            credential_id=call.principal.credential_id,
+            phase=phase,
+        )
+        if fault is not None:
+            self._fired(conn, call, fault, phase)
+        return fault
+
     def _fault(self, call: _Call, phase: str) -> None:
         if not call.faults_armed:
             return
-        with self._transaction() as conn:  # the take and its event together
-            server_state.check_tenant(conn, call.principal.tenant_id, call.principal.incarnation)
-            fault = faults.take(
-                conn,
-                operation=call.operation,
-                tenant=call.principal.tenant_id,
-                credential_id=call.principal.credential_id,
-                phase=phase,
-            )
-            if fault is not None:
-                self._fired(conn, call, fault, phase)
+        if call.journaled:  # step 14 of a request journaled in its own transaction: taken there
+            fault = call.after_commit
+        else:
+            with self._transaction() as conn:  # the take and its event together
+                server_state.check_tenant(conn, call.principal.tenant_id, call.principal.incarnation)
+                fault = self._take(conn, call, phase)
         if fault is None:
             return
         call.journal.fault_id = fault.id
@@ -490,20 +508,36 @@ class V1Pipeline:
     ) -> None:
         """The last statement of an executed request's transaction (step 13).
 
-        In the common case — no fault touched this request and none can fire after the commit —
-        the journal row joins this transaction; otherwise ``handle`` writes it after step 14.
+        The journal row joins this transaction, with the answer step 14 gives: the ``after_commit``
+        fault, when one fires, is taken here too (it fires once the change is committed, and so
+        does this). Charge, change, fault and row are one commit, so a process killed between
+        them leaves none without the others. Only after a fault that fired earlier (``in_flight``)
+        does ``handle`` write the row.
         """
         call.faults_armed = tx.faults_armed
-        if tx.faults_armed or call.journal.fault_id is not None:
+        if call.journal.fault_id is not None:
             return
-        call.journal.status = status
         call.journal.charged = True
+        fault = self._take(conn, call, "after_commit") if tx.faults_armed else None
+        code = retry_after = None
+        if fault is None:
+            call.journal.status = status
+        else:
+            call.after_commit = fault
+            call.journal.fault_id = fault.id
+            if fault.drop_connection:
+                call.journal.dropped = True
+            else:
+                call.journal.status, code = fault.status, fault.code
+                retry_after = None if fault.retry_after is None else str(fault.retry_after)
         self._journal(conn, call)
-        if not findings.poll_is_settled(
+        call.journaled = True
+        if fault is not None and fault.delay_ms:
+            call.judged = False  # once answered, after the delay (a wait is counted from the answer)
+        elif fault is not None or not findings.poll_is_settled(
             series_settled=tx.series_settled, status=status, retry_attempt=call.journal.retry_attempt
         ):
-            self._observe(conn, call, None, None, watching=tx.watching)
-        call.journaled = True
+            self._observe(conn, call, code, retry_after, watching=tx.watching)
 
     async def _recall(self, call: _Call, body: dict[str, Any]) -> Response:
         """Steps 11 to 13 of a recall: rank in a read snapshot without the write lock (at once when

@@ -302,3 +302,47 @@ async def test_a_reset_or_restored_tenant_counts_its_journal_rows_afresh(tmp_pat
                 later = await recalls(2)
                 kept = [row["request_id"] for row in await tenant_admin.requests()]
                 assert kept == [after_reset[1], *later]
+
+
+class _Died(BaseException):
+    """The process ended (a SIGKILL): nothing after this point runs."""
+
+
+@pytest.mark.parametrize("fault", [None, {"status": 503}, {"drop_connection": True}])
+async def test_a_charged_request_and_its_journal_row_are_one_commit_even_with_faults_armed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fault: dict[str, Any] | None
+) -> None:
+    """With several workers each request commits alone. A process that ends once the change is
+    committed, before it answers, leaves the charge with its journal row (and the step-14 fault
+    taken with both): with faults armed the row was a commit of its own after the fault's, so the
+    ledger held a charge the journal never showed."""
+    from fake_lucy.http.pipeline import V1Pipeline
+
+    fake = InProcessFake(tmp_path / "workers.sqlite3", workers=2)  # no group commit: as each worker
+    try:
+        if fault is None:  # armed, but for another operation: none fires for this one
+            await fake.admin.add_fault("recall", 503, phase="after_commit")
+        else:
+            await fake.admin.add_fault("propose", phase="after_commit", **{"status": 503, **fault})
+        answered = V1Pipeline._fault
+
+        def dies_before_answering(self: V1Pipeline, call: Any, phase: str) -> None:
+            if phase == "after_commit":
+                raise _Died
+            answered(self, call, phase)
+
+        monkeypatch.setattr(V1Pipeline, "_fault", dies_before_answering)
+        async with fake.client() as api:
+            with pytest.raises(_Died):
+                await propose(api, proposal_body("Committed, then the process ended."))
+        monkeypatch.undo()
+        charges = [row["request_id"] for row in await fake.admin.ledger(account="acct_dev")]
+        rows = [row for row in await fake.admin.requests() if row["operation"] == "propose"]
+        assert len(charges) == 1
+        assert [(row["request_id"], row["charged"]) for row in rows] == [(charges[0], True)]
+        taken = [f for f in await fake.admin.faults() if f["operation"] == "propose"]
+        if fault is not None:  # the fault that was to lose the answer was taken in that commit
+            assert rows[0]["fault_id"] is not None
+            assert [f["remaining"] for f in taken] in ([], [0])
+    finally:
+        await fake.aclose()
