@@ -160,7 +160,7 @@ def resume_after(conn: sqlite3.Connection, last_event_id: int | None, tenant: st
 
     An id beyond the newest, or before the oldest kept, may have been given by another database:
     the fake was started again on another file (``--import`` into a fresh one, say). A file's ids
-    begin at the time it was made (``store.append``), so another file's ids are all below or all
+    begin at the time of its first event (``store.append``), so another file's ids are all below or all
     beyond this one's. None of its events was seen, so the reader gets every one still kept —
     among them the reset an import makes, on which a live page reloads — instead of only those
     still to come, or those after an id that means nothing here."""

@@ -421,6 +421,10 @@ class _Judge:
         Returns the codes recorded for the key's chain of attempts so far."""
         observation = self.observation
         reported: set[str] = set()
+        chain = key_row
+        if key_row is not None and not self.sent_after(key_row.answered_us):
+            reported.update(key_row.reported)  # sent beside that attempt, not after it: no retry of it
+            key_row = None
         if key_row is not None and _not_retryable(key_row.status, key_row.code):
             if key_row.body_sha256 == observation.body_sha256:
                 self.add(
@@ -448,7 +452,7 @@ class _Judge:
             self.add(
                 "too_many_retries",
                 key,
-                key_row.request_ids if key_row is not None else (),
+                chain.request_ids if chain is not None else (),
                 f"a propose carried Lucy-Retry-Attempt: {observation.retry_attempt}; a client retries a"
                 f" key at most {MAX_RETRY_ATTEMPT} times",
             )

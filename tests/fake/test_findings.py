@@ -282,7 +282,7 @@ async def test_retry_after_is_counted_from_a_slow_answer(naive, admin) -> None:
     assert await _findings(admin) == [("retry_before_retry_after", naive.request_ids)]
 
 
-@pytest.mark.parametrize("operation", ["recall", "proposal_status", "propose"])
+@pytest.mark.parametrize("operation", ["recall", "proposal_status", "propose", "propose, one key"])
 async def test_the_same_request_sent_beside_another_not_after_its_failure_is_no_finding(
     fake, naive, admin, operation
 ) -> None:
@@ -293,15 +293,18 @@ async def test_the_same_request_sent_beside_another_not_after_its_failure_is_no_
     proposal_id = ""
     if operation == "proposal_status":
         proposal_id = (await naive.propose("the-proposal")).json()["proposal"]["id"]
-    await admin.add_fault(operation, 503, delay_ms=200)
-    await admin.add_fault(operation, 503)
+    faulted = operation.partition(",")[0]
+    await admin.add_fault(faulted, 503, delay_ms=200)
+    await admin.add_fault(faulted, 503, retry_after=5)  # the first, judged second, did not wait 5 s
 
     async def send(n: int) -> httpx.Response:
         if operation == "recall":
             return await naive.recall()
         if operation == "proposal_status":
             return await naive.status(proposal_id)
-        return await naive.propose(f"agent-{n}")  # two agents, one proposal, a key each
+        if operation == "propose":
+            return await naive.propose(f"agent-{n}")  # two agents, one proposal, a key each
+        return await naive.propose("one-key")  # one proposal sent twice at once, not retried
 
     async with fake.admin.watch() as stream, anyio.create_task_group() as tasks:
         first: list[httpx.Response] = []
