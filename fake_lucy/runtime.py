@@ -105,9 +105,7 @@ class FakeLucy:
                 seeding.apply_seed(conn, self.ids, self.seed)
                 self.seed_outcome = "applied"
             elif self.settings.reset_on_start:
-                seeding.reset(conn, self.ids, self.seed)
-                # a reset as any other: a reader from before it is told, and "from the start" begins here
-                events.emit(conn, "reset", {}, at=clock.now(conn), tenant=None)
+                self._reset(conn)  # a reset as any other: its event tells a reader from before it
                 self.seed_outcome = "reset"
             elif seeding.applied_seed(conn) != seeding.seed_digest(self.seed):
                 raise SeedMismatchError(self._mismatch(seeding.applied_seed(conn)))
@@ -138,9 +136,13 @@ class FakeLucy:
         """Back to the fresh seeded state; returns the time it took in milliseconds."""
         started = time.perf_counter()
         with self.db.write() as conn:
-            seeding.reset(conn, self.ids, self.seed)
-            events.emit(conn, "reset", {}, at=clock.now(conn), tenant=None)
+            self._reset(conn)
         return (time.perf_counter() - started) * 1000
+
+    def _reset(self, conn: sqlite3.Connection) -> None:
+        """The fresh seeded state and its server-wide ``reset`` event, in the caller's transaction."""
+        seeding.reset(conn, self.ids, self.seed)
+        events.emit(conn, "reset", {}, at=clock.now(conn), tenant=None)
 
     def db_files(self) -> list[Path]:
         """The SQLite file and its WAL and shared-memory files (none for ``:memory:``)."""

@@ -226,42 +226,38 @@ class V1Pipeline:
             response = injected_response(injected.fault, request_id, injected.headers)
         except _Dropped:
             response = DropConnection()
-        if call.journaled:
-            if call.delay_ms:  # the step-14 fault's latency, after its row and the charge committed
-                self.fake.db.commit_joined()
-                await asyncio.sleep(call.delay_ms / 1000)
-            if not call.judged:
-                retry_after = response.headers.get("retry-after")
-                with self._transaction() as conn:
-                    if server_state.tenant_is(conn, call.principal.tenant_id, call.principal.incarnation):
-                        self._observe(conn, call, code, retry_after)
-            return response
-        if isinstance(response, DropConnection):
-            call.journal.dropped = True
-        else:
-            call.journal.status = response.status_code
+        if call.journaled and call.judged and not call.delay_ms:
+            return response  # the common case: written and judged in the request's own transaction
         retry_after = response.headers.get("retry-after")
+        if not call.journaled:
+            if isinstance(response, DropConnection):
+                call.journal.dropped = True
+            else:
+                call.journal.status = response.status_code
+            call.judged = not call.delay_ms
+            with self._transaction() as conn:
+                # not into a state made since the request began (its tenant reset, restored or made
+                # again): that state never saw the request, and its charge (if any) went with the old
+                if server_state.tenant_is(conn, call.principal.tenant_id, call.principal.incarnation):
+                    self._journal(conn, call)
+                    if call.judged:
+                        self._observe(conn, call, code, retry_after)
         if call.delay_ms:
             # An injected fault's latency is wall time by design (SPEC 3.4): it exercises client
             # timeouts. The journal row is committed before it, beside the charge and the fault
             # taken: a process ended during the delay leaves no charge without its row. The
             # request is judged once answered (a wait before a repeat counts from the answer).
-            with self._transaction() as conn:
-                if server_state.tenant_is(conn, call.principal.tenant_id, call.principal.incarnation):
-                    self._journal(conn, call)
             self.fake.db.commit_joined()
-            await asyncio.sleep(call.delay_ms / 1000)
+            await self._delay(call.delay_ms)
+        if not call.judged:
             with self._transaction() as conn:
                 if server_state.tenant_is(conn, call.principal.tenant_id, call.principal.incarnation):
                     self._observe(conn, call, code, retry_after)
-            return response
-        with self._transaction() as conn:
-            # not into a state made since the request began (its tenant reset, restored or made
-            # again): that state never saw the request, and its charge (if any) went with the old
-            if server_state.tenant_is(conn, call.principal.tenant_id, call.principal.incarnation):
-                self._journal(conn, call)
-                self._observe(conn, call, code, retry_after)
         return response
+
+    async def _delay(self, delay_ms: int) -> None:
+        """An injected fault's latency, in wall time (the one place the pipeline waits)."""
+        await asyncio.sleep(delay_ms / 1000)
 
     def _journal(self, conn: sqlite3.Connection, call: _Call) -> None:
         """The request's journal row and its ``request`` event, in the caller's transaction."""

@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from fake_lucy.http import control
+from fake_lucy.http.pipeline import V1Pipeline
 from fake_lucy.store.findings import polls_of, with_poll
 from fake_lucy.testing import FakeAdmin, InProcessFake
 from tests.helpers import PROJECT, V1
@@ -284,12 +285,19 @@ async def test_retry_after_is_counted_from_a_slow_answer(naive, admin) -> None:
 
 @pytest.mark.parametrize("operation", ["recall", "proposal_status", "propose", "propose, one key"])
 async def test_the_same_request_sent_beside_another_not_after_its_failure_is_no_finding(
-    fake, naive, admin, operation
+    fake, naive, admin, operation, monkeypatch
 ) -> None:
     """A repeat is a request sent once an earlier one was answered. The first request sent here
-    takes a slow 503 (its answer, and its judging, come after 0.2 s); the second, sent while the
-    first is still unanswered, takes a quick one and is judged first: neither is the other's retry
-    (the first was called the retry of the second, "sent again -0.1 s after it was answered")."""
+    takes a delayed 503 (its answer, and its judging, come once the second is answered: the delay
+    waits on an event, not on wall time); the second, sent while the first is still unanswered,
+    takes a quick one and is judged first: neither is the other's retry (the first was called the
+    retry of the second, "sent again -0.1 s after it was answered")."""
+    released = anyio.Event()
+
+    async def delayed_until_released(self: V1Pipeline, delay_ms: int) -> None:
+        await released.wait()
+
+    monkeypatch.setattr(V1Pipeline, "_delay", delayed_until_released)
     proposal_id = ""
     if operation == "proposal_status":
         proposal_id = (await naive.propose("the-proposal")).json()["proposal"]["id"]
@@ -311,6 +319,7 @@ async def test_the_same_request_sent_beside_another_not_after_its_failure_is_no_
         tasks.start_soon(lambda: _into(first, send(1)))
         await stream.wait_for("fault.fired", timeout=10)  # the first is in its delay, unanswered
         second = await send(2)
+        released.set()
     assert [first[0].status_code, second.status_code] == [503, 503]
     assert await _findings(admin) == []
 
