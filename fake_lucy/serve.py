@@ -33,6 +33,7 @@ from fake_lucy.runtime import FakeLucy, SeedMismatchError
 from fake_lucy.server_log import RequestLogger
 from fake_lucy.settings import ENV_PREFIX, FakeLucySettings, load_settings
 from fake_lucy.snapshot_file import export_file, read_snapshot, restore_snapshot
+from fake_lucy.store.connection import fold_wal
 from fake_lucy.text import one_line
 from lucy_memory._contract import PERMISSIONS
 
@@ -330,6 +331,13 @@ def _run(settings: FakeLucySettings, fake: FakeLucy) -> None:
     if admin is not None:
         os.environ["FAKE_LUCY_ADMIN_TOKEN"] = admin
     os.environ[SUPERVISOR_VARIABLE] = str(os.getpid())  # the workers end with this process
+    try:
+        _run_workers(settings)
+    finally:  # the workers have ended (uvicorn joined them) without closing the database
+        fold_wal(settings.database)
+
+
+def _run_workers(settings: FakeLucySettings) -> None:
     uvicorn.run(
         "fake_lucy.app:create_app_from_environment",
         factory=True,

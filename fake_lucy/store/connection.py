@@ -54,7 +54,14 @@ from fake_lucy.store.schema import (
     table_statements,
 )
 
-__all__ = ["MEMORY", "Database", "DatabaseUnusableError", "ForeignDatabaseError", "storage_failure"]
+__all__ = [
+    "MEMORY",
+    "Database",
+    "DatabaseUnusableError",
+    "ForeignDatabaseError",
+    "fold_wal",
+    "storage_failure",
+]
 
 
 class ForeignDatabaseError(ValueError):
@@ -167,6 +174,23 @@ def storage_failure(exc: BaseException) -> str | None:
 
 # The group the current task's last ``write_in_group`` joined (each request runs in a task of its own).
 _joined: ContextVar[_Group | None] = ContextVar("fake_lucy_group", default=None)
+
+
+def fold_wal(path: str) -> bool:
+    """Copy the write-ahead log back into the database file and remove it, once every process that
+    had the file open has ended (the workers of ``fake-lucy serve``, which stop without closing
+    their connections): the file alone then holds every change. A connection that closes last does
+    this by itself. Returns whether the log is gone; a file still open elsewhere (another server on
+    it) or not writable keeps its log, which loses nothing: the next connection reads it."""
+    if path == MEMORY or not Path(path).exists():
+        return True
+    try:
+        with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as conn:
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+    except sqlite3.Error:
+        return False
+    return not busy and not Path(f"{path}-wal").exists()
 
 
 def _unmakeable(path: Path, exc: OSError) -> str:

@@ -10,12 +10,14 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
+from fake_lucy.domain.defaults import DEV_TOKEN
 from fake_lucy.testing import FakeAdmin, ServeProcess
 from fake_lucy.testing.admin import EventWatch
 from fake_lucy.testing.fakes import poll_until
@@ -258,3 +260,25 @@ def test_the_workers_end_when_their_supervisor_is_killed(tmp_path: Path) -> None
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
         server.stop()
+
+
+def test_a_stop_of_two_workers_leaves_every_change_in_the_database_file_itself(tmp_path: Path) -> None:
+    """After a clean stop, the file alone holds the data: no write-ahead log is left beside it that
+    a copy of the file would lose (one worker folds it back when it closes; with several, the
+    supervisor does once they have ended)."""
+    database = tmp_path / "stopped.sqlite3"
+    with ServeProcess.start(["--workers", "2", "--database", str(database)]) as server:
+        server.wait_until(both_workers_answer(server), "serving on both workers")
+        created = httpx.post(
+            server.base_url + V1 + "/proposals",
+            json=proposal_body(),
+            headers={"Authorization": f"Bearer {DEV_TOKEN}", "Idempotency-Key": "stopped"},
+            verify=shared_tls_context(),
+        ).json()["proposal"]["id"]
+        _, err = server.stop()
+        assert server.process.returncode == 0, err
+    assert not Path(f"{database}-wal").exists()
+    copy = tmp_path / "copy.sqlite3"
+    copy.write_bytes(database.read_bytes())  # the file alone, as a backup or a CI artifact takes it
+    with contextlib.closing(sqlite3.connect(copy)) as conn:
+        assert conn.execute("SELECT count(*) FROM proposals WHERE id = ?", (created,)).fetchone() == (1,)
