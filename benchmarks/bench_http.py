@@ -16,6 +16,7 @@ so each request ranks every match as a first recall does.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
@@ -33,6 +34,7 @@ from benchmarks.common import (
     API,
     DEV_TOKEN,
     ROOT,
+    cpu_seconds,
     free_port,
     process,
     serve_fake,
@@ -66,6 +68,9 @@ class WrkResult:
     p99_ms: float
     non_2xx: int
     socket_errors: int
+    # the server process's CPU time (user + system) per request during the run, in µs; None when
+    # the server's pid is not known or /proc cannot be read
+    cpu_us: float | None = None
 
 
 def wrk_available() -> bool:
@@ -133,9 +138,11 @@ class Scenario:
     headers: dict[str, str] | None = None
     unique_key: bool = False
     unique_body: bool = False
+    pid: int | None = None  # the server's: its CPU time per request is measured too
 
     def run(self, duration_s: int) -> WrkResult:
-        return wrk(
+        before = None if self.pid is None else cpu_seconds(self.pid)
+        result = wrk(
             self.name,
             self.url,
             method=self.method,
@@ -145,17 +152,23 @@ class Scenario:
             unique_body=self.unique_body,
             duration_s=duration_s,
         )
+        after = None if self.pid is None else cpu_seconds(self.pid)
+        if before is None or after is None or not result.requests:
+            return result
+        return dataclasses.replace(result, cpu_us=(after - before) / result.requests * 1e6)
 
 
 @contextlib.contextmanager
 def _bare() -> Iterator[list[Scenario]]:
     port = free_port()
     url = f"http://127.0.0.1:{port}/bare"
-    with process([sys.executable, "-m", "benchmarks.bare_app", "--port", str(port)], url):
+    with process([sys.executable, "-m", "benchmarks.bare_app", "--port", str(port)], url) as server:
         post = json.dumps({"query": f"{COMMON_TERM} {RARE_TERM}", "scope": {"kind": "workspace", "id": "x"}})
         yield [
-            Scenario("bare FastAPI GET", url),
-            Scenario("bare FastAPI POST", url, "POST", post, {"Content-Type": "application/json"}),
+            Scenario("bare FastAPI GET", url, pid=server.pid),
+            Scenario(
+                "bare FastAPI POST", url, "POST", post, {"Content-Type": "application/json"}, pid=server.pid
+            ),
         ]
 
 

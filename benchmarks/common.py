@@ -92,8 +92,10 @@ def wait_http(url: str, timeout: float = 30, process: subprocess.Popen[bytes] | 
 
 
 @contextlib.contextmanager
-def process(args: list[str], ready_url: str, env: dict[str, str] | None = None) -> Iterator[None]:
-    """Run a server process until the block ends; stop it by its own pid."""
+def process(
+    args: list[str], ready_url: str, env: dict[str, str] | None = None
+) -> Iterator[subprocess.Popen[bytes]]:
+    """Run a server process until the block ends (the block gets it); stop it by its own pid."""
     proc = subprocess.Popen(  # noqa: S603 - our own interpreter and fixed arguments
         args,
         cwd=ROOT,
@@ -103,7 +105,7 @@ def process(args: list[str], ready_url: str, env: dict[str, str] | None = None) 
     )
     try:
         wait_http(ready_url, process=proc)
-        yield
+        yield proc
     finally:
         proc.terminate()
         try:
@@ -115,7 +117,7 @@ def process(args: list[str], ready_url: str, env: dict[str, str] | None = None) 
 
 def serve_fake(
     database: Path, port: int, *, quiet: bool = True, module: str = "fake_lucy"
-) -> contextlib.AbstractContextManager[None]:
+) -> contextlib.AbstractContextManager[subprocess.Popen[bytes]]:
     """``fake-lucy serve`` (one uvicorn worker) as a separate process, by default without the server
     log (its cost is measured on its own by ``bench_console``); ``module`` is the one ``python -m``
     runs (``benchmarks.judge_off``: the same server without the findings judge)."""
@@ -141,3 +143,12 @@ def set_credits(base_url: str, account: str, balance: int) -> None:
         json={"balance": balance},
         headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
     ).raise_for_status()
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """The user + system CPU time a process has used so far (Linux ``/proc``; None elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

@@ -35,6 +35,7 @@ __all__ = [
     "prepare",
     "query_terms",
     "rank",
+    "ranking_statement",
     "recall",
     "stamp",
 ]
@@ -179,6 +180,13 @@ class RecallCache:
         return len(self._entries)
 
 
+def ranking_statement(tenant: str) -> str:
+    """The full-text statement a recall without ``kinds`` or ``topic`` ranks with: every match's
+    row number and bm25, best first (bound: the ``RecallQuery.expression``)."""
+    fts = fts_table(tenant)
+    return f"SELECT rowid, bm25({fts}, {_WEIGHTS}) AS rank FROM {fts} WHERE {fts} MATCH ? ORDER BY rank"  # noqa: S608 - a digest name
+
+
 def _rank(
     conn: sqlite3.Connection,
     tenant: str,
@@ -191,10 +199,7 @@ def _rank(
     if not kinds and topic is None:
         # The index holds only the tenant's active memories, so it ranks alone; the memories'
         # rows are read for the candidates only.
-        cursor = conn.execute(
-            f"SELECT rowid, bm25({fts}, {_WEIGHTS}) AS rank FROM {fts} WHERE {fts} MATCH ? ORDER BY rank",  # noqa: S608 - a digest name
-            (expression,),
-        )
+        cursor = conn.execute(ranking_statement(tenant), (expression,))
         candidates = _read_ranked(cursor, limit)
         rows = _full_rows(conn, tenant, [row[0] for _, row in candidates])
         if len(rows) != len(candidates):  # pragma: no cover - the index and the rows change together
