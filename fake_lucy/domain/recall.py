@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from fake_lucy.domain.principals import Scope, scope_tag
-from fake_lucy.domain.records import memory_row_dict
-from fake_lucy.store.records import RANKED_MEMORY_COLUMNS
+from fake_lucy.domain.records import ranked_memory_dict
+from fake_lucy.store.records import RANKED_MEMORY_COLUMNS, RANKED_MEMORY_NAMES
 from fake_lucy.store.schema import fts_table
 
 __all__ = [
@@ -43,6 +43,10 @@ __all__ = [
 _TERM = re.compile(r"[^\W_]+")
 # Weights per FTS column: the scope tag narrows the match but never adds to the score.
 _WEIGHTS = "0.0, 1.0, 0.5"
+# Positions in a plain row of ``RANKED_MEMORY_COLUMNS`` (then, in the filtered query, its rank).
+_SEQ, _ID, _IMPORTANCE, _UPDATED_AT = (
+    RANKED_MEMORY_NAMES.index(name) for name in ("seq", "id", "importance", "updated_at")
+)
 
 
 MAX_TERMS = 32  # only the first 32 distinct terms of a query count (the contract's recall.max_terms)
@@ -74,15 +78,23 @@ def _score(rank: float) -> float:
     return max(0.0, float(f"{-rank:.3g}"))
 
 
-def _read_ranked(cursor: sqlite3.Cursor, limit: int) -> list[tuple[float, Any]]:
-    """Rows in rank order until the rounded score falls below the ``limit``-th row's, so that every
-    row tied with it at the edge takes part in the tie-break. Items: (rounded score, row)."""
+def _plain(conn: sqlite3.Connection) -> sqlite3.Cursor:
+    """A cursor whose rows are tuples (the connection's ``sqlite3.Row`` looks each field up by name)."""
+    cursor = conn.cursor()
+    cursor.row_factory = None
+    return cursor
+
+
+def _read_ranked(cursor: sqlite3.Cursor, limit: int) -> list[tuple[float, tuple[Any, ...]]]:
+    """Rows in rank order (their rank last) until the rounded score falls below the ``limit``-th
+    row's, so that every row tied with it at the edge takes part in the tie-break. Items: (rounded
+    score, row)."""
     try:
-        scored = [(_score(row["rank"]), row) for row in cursor.fetchmany(limit)]
+        scored = [(_score(row[-1]), row) for row in cursor.fetchmany(limit)]
         if len(scored) == limit:
             edge = scored[-1][0]
             for row in cursor:
-                score = _score(row["rank"])
+                score = _score(row[-1])
                 if score < edge:
                     break
                 scored.append((score, row))
@@ -91,17 +103,15 @@ def _read_ranked(cursor: sqlite3.Cursor, limit: int) -> list[tuple[float, Any]]:
     return scored
 
 
-def _full_rows(conn: sqlite3.Connection, tenant: str, seqs: Sequence[int]) -> dict[int, sqlite3.Row]:
+def _full_rows(conn: sqlite3.Connection, tenant: str, seqs: Sequence[int]) -> dict[int, tuple[Any, ...]]:
     placeholders = ", ".join("?" for _ in seqs)
-    return {
-        row["seq"]: row
-        for row in conn.execute(
-            # NOT INDEXED: rowid lookups, never a walk of the tenant's index (ix_memories_tenant_id)
-            f"SELECT {RANKED_MEMORY_COLUMNS} FROM memories m NOT INDEXED"  # noqa: S608 - constant columns and placeholders
-            f" WHERE m.seq IN ({placeholders}) AND m.tenant_id = ? AND m.status = 'active'",
-            [*seqs, tenant],
-        )
-    }
+    cursor = _plain(conn).execute(
+        # NOT INDEXED: rowid lookups, never a walk of the tenant's index (ix_memories_tenant_id)
+        f"SELECT {RANKED_MEMORY_COLUMNS} FROM memories m NOT INDEXED"  # noqa: S608 - constant columns and placeholders
+        f" WHERE m.seq IN ({placeholders}) AND m.tenant_id = ? AND m.status = 'active'",
+        [*seqs, tenant],
+    )
+    return {row[_SEQ]: row for row in cursor}
 
 
 # A ranked answer: (score, memories.seq, the memory without its access time and score), in order.
@@ -199,8 +209,7 @@ def _rank(
     if not kinds and topic is None:
         # The index holds only the tenant's active memories, so it ranks alone; the memories'
         # rows are read for the candidates only.
-        cursor = conn.execute(ranking_statement(tenant), (expression,))
-        candidates = _read_ranked(cursor, limit)
+        candidates = _read_ranked(_plain(conn).execute(ranking_statement(tenant), (expression,)), limit)
         rows = _full_rows(conn, tenant, [row[0] for _, row in candidates])
         if len(rows) != len(candidates):  # pragma: no cover - the index and the rows change together
             raise RuntimeError("the full-text index and the memories table disagree")
@@ -218,13 +227,12 @@ def _rank(
         if topic is not None:
             sql += " AND m.topic = ?"
             params.append(topic)
-        cursor = conn.execute(sql + " ORDER BY rank", params)
-        scored = _read_ranked(cursor, limit)
+        scored = _read_ranked(_plain(conn).execute(sql + " ORDER BY rank", params), limit)
     # score desc, importance desc, updated_at desc (fixed-width UTC text sorts as time), id asc:
     # two stable sorts, so that no timestamp needs parsing.
-    scored.sort(key=lambda item: item[1]["id"])
-    scored.sort(key=lambda item: (item[0], item[1]["importance"], item[1]["updated_at"]), reverse=True)
-    return [(score, row["seq"], memory_row_dict(row)) for score, row in scored[:limit]]
+    scored.sort(key=lambda item: item[1][_ID])
+    scored.sort(key=lambda item: (item[0], item[1][_IMPORTANCE], item[1][_UPDATED_AT]), reverse=True)
+    return [(score, row[_SEQ], ranked_memory_dict(row)) for score, row in scored[:limit]]
 
 
 @dataclass(frozen=True, slots=True)

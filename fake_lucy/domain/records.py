@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import functools
-import sqlite3
 from collections.abc import Callable
 from typing import Any
 
 from fake_lucy.store.records import (
     JOURNAL_COLUMNS,
+    RANKED_MEMORY_NAMES,
     JournalRow,
     LedgerRecord,
     MemoryRecord,
@@ -22,8 +22,8 @@ __all__ = [
     "journal_dict",
     "ledger_dict",
     "memory_dict",
-    "memory_row_dict",
     "proposal_dict",
+    "ranked_memory_dict",
     "tenant_dict",
 ]
 
@@ -50,10 +50,32 @@ def memory_dict(record: MemoryRecord) -> dict[str, Any]:
     return _memory(functools.partial(getattr, record))
 
 
-def memory_row_dict(row: sqlite3.Row) -> dict[str, Any]:
-    """The same object from a raw row of ``store.records.MEMORY_COLUMNS``: recall's hot path,
-    where a record per ranked memory would cost a measurable share of the answer."""
-    return _memory(row.__getitem__)
+# The positions of ``store.records.RANKED_MEMORY_COLUMNS`` in a plain (tuple) row.
+_R = {name: n for n, name in enumerate(RANKED_MEMORY_NAMES)}
+_ID, _VERSION, _KIND, _TOPIC, _CONTENT = (_R[n] for n in ("id", "version", "kind", "topic", "content"))
+_IMPORTANCE, _SCOPE_KIND, _SCOPE_ID = (_R[n] for n in ("importance", "scope_kind", "scope_id"))
+_STATUS, _SOURCE, _CREATED, _UPDATED = (_R[n] for n in ("status", "source", "created_at", "updated_at"))
+_APPROVED, _ACCESSED = _R["approved_at"], _R["last_accessed_at"]
+
+
+def ranked_memory_dict(row: tuple[Any, ...]) -> dict[str, Any]:
+    """``memory_dict`` of a plain row of ``RANKED_MEMORY_COLUMNS``, by position: recall's hot path,
+    where a record, or a lookup by name per field, would cost a measurable share of the answer."""
+    return {
+        "id": row[_ID],
+        "version": row[_VERSION],
+        "kind": row[_KIND],
+        "topic": row[_TOPIC],
+        "content": row[_CONTENT],
+        "importance": row[_IMPORTANCE],
+        "scope": {"kind": row[_SCOPE_KIND], "id": row[_SCOPE_ID]},
+        "status": row[_STATUS],
+        "source": row[_SOURCE],
+        "created_at": row[_CREATED],
+        "updated_at": row[_UPDATED],
+        "approved_at": row[_APPROVED],
+        "last_accessed_at": row[_ACCESSED],
+    }
 
 
 def proposal_dict(record: ProposalRecord) -> dict[str, Any]:

@@ -38,6 +38,7 @@ __all__ = [
     "LAST_ACCESSED_AT",
     "MEMORY_COLUMNS",
     "RANKED_MEMORY_COLUMNS",
+    "RANKED_MEMORY_NAMES",
     "VERSION_COLUMNS",
     "JournalRow",
     "LedgerRecord",
@@ -58,6 +59,11 @@ MEMORY_COLUMNS = f"{_HEAD_COLUMNS}, {LAST_ACCESSED_AT}"
 # The same for a memory a recall ranks: its answer carries the recall's own time as the access
 # time (it is stamped after the ranking), so the stored one is not read (one lookup a memory less).
 RANKED_MEMORY_COLUMNS = f"{_HEAD_COLUMNS}, NULL AS last_accessed_at"
+# Their names, in order (a plain row's positions).
+RANKED_MEMORY_NAMES = (
+    *(column.strip().removeprefix("m.") for column in _HEAD_COLUMNS.split(",")),
+    "last_accessed_at",
+)
 # The columns of ``MemoryRecord`` read from one version (``memory_versions v``) of a memory ``m``.
 VERSION_COLUMNS = (
     f"m.seq, m.id, m.tenant_id, m.scope_kind, m.scope_id, m.created_at, {LAST_ACCESSED_AT},"

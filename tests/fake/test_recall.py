@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 import threading
 
@@ -13,8 +14,11 @@ from fake_lucy.domain import seed as seeding
 from fake_lucy.domain.lifecycle import VersionContent, create_memory
 from fake_lucy.domain.principals import Scope
 from fake_lucy.domain.recall import MAX_TERMS, query_terms
+from fake_lucy.domain.records import memory_dict, ranked_memory_dict
 from fake_lucy.http.openapi import v1_openapi
+from fake_lucy.store import queries
 from fake_lucy.store.connection import Database
+from fake_lucy.store.records import RANKED_MEMORY_COLUMNS
 from fake_lucy.store.schema import fts_table
 from lucy_memory._contract import load_contract
 from tests.helpers import PROJECT, WORKSPACE, approved_memory, recall
@@ -252,3 +256,22 @@ async def test_a_memory_reset_away_between_ranking_and_writing_is_not_stamped_ag
 def test_the_served_openapi_states_the_32_term_rule() -> None:
     operation = v1_openapi()["paths"]["/api/agent-memory/v1/recall"]["post"]
     assert "only the first 32 distinct terms of the query count" in operation["description"]
+
+
+async def test_a_ranked_row_gives_the_memory_object_its_record_gives(fake, api, admin) -> None:
+    """Recall builds its memories from plain rows by position (``ranked_memory_dict``): the same
+    object, key for key and in the same order, as ``memory_dict`` of the memory's record."""
+    proposal = await approved_memory(
+        api, admin, "Postgres 16 for billing.", kind="decision", topic="db", importance=7
+    )
+    memory_id = proposal["memory"]["id"]
+    conn = fake.fake.db.conn
+    cursor = conn.cursor()
+    cursor.row_factory = None
+    query = f"SELECT {RANKED_MEMORY_COLUMNS} FROM memories m WHERE m.id = ?"  # noqa: S608 - constant columns
+    row = cursor.execute(query, (memory_id,)).fetchone()
+    record = queries.memory_head(conn, memory_id)
+    assert record is not None
+    expected = memory_dict(dataclasses.replace(record, last_accessed_at=None))
+    assert list(ranked_memory_dict(row).items()) == list(expected.items())
+    assert (expected["kind"], expected["topic"], expected["importance"]) == ("decision", "db", 7)
