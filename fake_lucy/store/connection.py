@@ -69,16 +69,21 @@ class ForeignDatabaseError(ValueError):
 
 
 class DatabaseUnusableError(ValueError):
-    """The database file could not be written while it was being opened or made ready (a full
-    disk, a read-only file or mount): nothing of it was changed."""
+    """The database file could not be written (a full disk, a read-only file or mount), or read (a
+    failing disk), while it was being opened or made ready: nothing of it was changed."""
 
 
 # What SQLite says when the file is a database it cannot write (not one it cannot read as one).
 _UNWRITABLE_CODES = frozenset({sqlite3.SQLITE_FULL, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_IOERR})
+# Of its I/O errors, the ones a read met (a failing disk): the file is not to blame either.
+_READ_ERRORS = frozenset({sqlite3.SQLITE_IOERR_READ, sqlite3.SQLITE_IOERR_SHORT_READ})
 
 
 def _unwritable(path: str, exc: sqlite3.Error) -> DatabaseUnusableError | None:
-    if (getattr(exc, "sqlite_errorcode", 0) & 0xFF) in _UNWRITABLE_CODES:
+    code = getattr(exc, "sqlite_errorcode", 0)
+    if code in _READ_ERRORS:
+        return DatabaseUnusableError(f"cannot read the database {path} ({exc})")
+    if (code & 0xFF) in _UNWRITABLE_CODES:
         return DatabaseUnusableError(f"cannot write the database {path} ({exc})")
     return None
 

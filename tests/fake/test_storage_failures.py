@@ -15,6 +15,7 @@ import pytest
 from fake_lucy.cli import main
 from fake_lucy.runtime import DatabaseUnusableError, FakeLucy
 from fake_lucy.settings import FakeLucySettings
+from fake_lucy.store import connection
 from fake_lucy.store.connection import Database
 from fake_lucy.testing import InProcessFake
 from tests.helpers import proposal_body, propose
@@ -273,3 +274,26 @@ def test_serve_where_the_disk_has_no_byte_free_is_one_line_naming_the_write_and_
     monkeypatch.setattr(connection.sqlite3, "connect", lambda *a, **k: connect(*a, **k, factory=failing))
     assert main(["serve", "--database", str(path), "--port", "0"]) == 1
     assert capsys.readouterr().err == f"fake-lucy: cannot write the database {path} ({full})\n"
+
+
+def test_a_read_that_fails_at_start_is_named_a_read_not_a_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failing disk (SQLite's ``IOERR_READ``) while the file is opened is one line that says the
+    database cannot be read: neither the file's fault nor a write that failed."""
+    path = tmp_path / "unreadable.sqlite3"
+    FakeLucy(FakeLucySettings(database=str(path))).close()
+
+    class FailingReads(sqlite3.Connection):
+        def execute(self, sql: str, *args: object) -> sqlite3.Cursor:  # type: ignore[override]
+            if sql.startswith("SELECT name FROM sqlite_master"):
+                error = sqlite3.OperationalError("disk I/O error")
+                error.sqlite_errorcode = sqlite3.SQLITE_IOERR_READ  # type: ignore[attr-defined]
+                raise error
+            return super().execute(sql, *args)
+
+    connect = sqlite3.connect
+    monkeypatch.setattr(connection.sqlite3, "connect", lambda *a, **k: connect(*a, **k, factory=FailingReads))
+    with pytest.raises(DatabaseUnusableError) as refused:
+        FakeLucy(FakeLucySettings(database=str(path)))
+    assert str(refused.value) == f"cannot read the database {path} (disk I/O error)"
