@@ -330,3 +330,33 @@ async def test_a_commit_that_fails_before_an_in_flight_hold_fails_the_request_an
     assert failed.status_code == 500, "its in-flight marker and the fault's firing were never committed"
     assert [(f["fault_id"], f["remaining"]) for f in await admin.faults()] == [(fault["fault_id"], 1)]
     assert [r["request_id"] for r in await admin.requests(operation="propose")] == []
+
+
+def _temporary_files() -> list[str]:
+    """The files this process holds open that SQLite made for itself (``etilqs_*``, unlinked)."""
+    held = []
+    for fd in Path("/proc/self/fd").iterdir():
+        try:
+            target = str(fd.readlink())
+        except OSError:
+            continue
+        if "etilqs_" in target:
+            held.append(target)
+    return held
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").exists(), reason="reads /proc to see the open files")
+def test_a_group_keeps_its_requests_undo_pages_in_memory_not_in_a_temporary_file(database: Database) -> None:
+    """Each member of a group is a ``SAVEPOINT``, so SQLite keeps the pages it changes as they were
+    (to roll that member back alone). Past 64 KiB that sub-journal went to a temporary file, written
+    page by page: most of a propose's system calls. It stays in memory (``temp_store``)."""
+    conn = database.conn
+    conn.executemany("INSERT INTO t (v) VALUES (?)", [("x" * 200,) for _ in range(2_000)])  # ~100 pages
+    before = set(_temporary_files())  # other connections' of this process, if any
+    with database.write_in_group() as tx:
+        tx.execute("UPDATE t SET v = upper(v)")  # every page changed inside the member's savepoint
+    with database.write_in_group() as tx:
+        tx.execute("UPDATE t SET v = lower(v)")
+        assert set(_temporary_files()) - before == set()
+    database.commit_group()
+    assert conn.execute("SELECT count(*) FROM t WHERE v = ?", ("x" * 200,)).fetchone()[0] == 2_000
