@@ -40,6 +40,7 @@ from fake_lucy.domain.principals import Principal, PrincipalCache, Scope
 from fake_lucy.domain.records import journal_dict, proposal_dict
 from fake_lucy.http import inputs
 from fake_lucy.http.abort import DropConnection, client_gone
+from fake_lucy.http.canonical import body_sha256
 from fake_lucy.http.problems import (
     ERRORS,
     JSON,
@@ -59,7 +60,6 @@ from lucy_memory._contract import (
     RETRYABLE_STATUSES,
     InvalidJSONError,
     SchemaError,
-    canonical_sha256,
     parse_json_object,
     schema_validator,
 )
@@ -642,7 +642,7 @@ class V1Pipeline:
         principal = call.principal
         key = call.journal.idempotency_key
         assert key is not None
-        body_hash = canonical_sha256(body)
+        body_hash = body_sha256(body)
         secret = self._secret(call, body)
         held: faults.Fault | None = None
         with self._transaction() as conn:
