@@ -80,12 +80,12 @@ clean:
 
 # Not part of `make test`: HTTP (wrk), recall growth to 1M memories, in process, MCP, a slow recall,
 # tenants, the findings judge's cost; ~11 minutes.
-# wrk comes from apt when missing (needs root or sudo); the results go to benchmarks/RESULTS.md.
+# wrk and valgrind come from apt when missing (needs root or sudo); the results go to benchmarks/RESULTS.md.
 bench: | $(UV)
 	$(UV) sync --frozen --all-groups
 	rm -f .venv/.synced
-	@command -v wrk >/dev/null || { \
-	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq wrk; \
-	  elif command -v sudo >/dev/null; then sudo apt-get update -qq && sudo apt-get install -y -qq wrk; \
-	  else echo "make bench needs wrk (apt-get install -y wrk)" >&2; exit 1; fi; }
+	@command -v wrk >/dev/null && command -v valgrind >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq wrk valgrind; \
+	  elif command -v sudo >/dev/null; then sudo apt-get update -qq && sudo apt-get install -y -qq wrk valgrind; \
+	  else echo "make bench needs wrk and valgrind (apt-get install -y wrk valgrind)" >&2; exit 1; fi; }
 	$(UV) run --frozen --all-groups python -m benchmarks.run_all

@@ -36,7 +36,7 @@ from typing import Any
 
 import httpx
 
-from benchmarks import bench_http
+from benchmarks import bench_http, bench_instructions
 from benchmarks.bench_http import Scenario, WrkResult
 from benchmarks.common import ADMIN_TOKEN, API, DEV_TOKEN, Summary, free_port, process, set_credits, summarise
 from benchmarks.seeding import COMMON_TERM, RARE_TERM, Seeder
@@ -332,6 +332,7 @@ class TenantResults:
     http: dict[str, list[WrkResult]]
     capacity: list[CapacityRow]
     floor: RankingFloor
+    instructions: list[bench_instructions.Count] | None  # None: valgrind is not installed
 
 
 def run() -> TenantResults:
@@ -345,11 +346,15 @@ def run() -> TenantResults:
         direct, over_http = run_reset_direct(database), run_reset_http(database)
         print("tenants: HTTP (wrk)…", file=sys.stderr, flush=True)
         http = run_http(database)
+        instructions = None
+        if bench_instructions.available():
+            print("tenants: instructions per request (callgrind)…", file=sys.stderr, flush=True)
+            instructions = bench_instructions.run(database)
         print("tenants: concurrent sessions…", file=sys.stderr, flush=True)
         capacity = run_capacity(database)
     finally:
         shutil.rmtree(directory, ignore_errors=True)
-    return TenantResults(direct, over_http, http, capacity, floor)
+    return TenantResults(direct, over_http, http, capacity, floor, instructions)
 
 
 def _least_cpu(runs: list[WrkResult]) -> float | None:
@@ -359,6 +364,22 @@ def _least_cpu(runs: list[WrkResult]) -> float | None:
 
 def _us(value: float | None) -> str:
     return "–" if value is None else f"{value:,.0f}"
+
+
+def _instruction_lines(counts: list[bench_instructions.Count] | None) -> list[str]:
+    if counts is None:
+        return ["Instructions per request: not counted (valgrind is not installed).", ""]
+    return [
+        "Instructions per request, counted by callgrind in the server process (benchmarks/"
+        f"bench_instructions.py: the same requests, {bench_instructions.REQUESTS} of them over"
+        f" {bench_instructions.CONNECTIONS} connections after a warm-up, on a copy of the same file):"
+        " the same from run to run whatever else the machine does. Not time: SQLite's C code retires"
+        " about twice as many instructions per µs as the interpreter, so these ratios run above the"
+        " req/s ones, the more so for the ranking recall.",
+        "",
+        *bench_instructions.lines(counts),
+        "",
+    ]
 
 
 def _floor_lines(floor: RankingFloor, cpu: dict[str, float | None]) -> list[str]:
@@ -449,7 +470,7 @@ def section(results: TenantResults) -> list[str]:
             f"| {name} | {ratio:.2f}× (bare {method}) | {by_cpu} | ≥ {target:.2f}×"
             f" | {_verdict(ratio >= target)} |"
         )
-    lines += ["", *_floor_lines(results.floor, cpu)]
+    lines += ["", *_instruction_lines(results.instructions), *_floor_lines(results.floor, cpu)]
     direct, over_http = results.reset_direct, results.reset_http
     lines += [
         "",
