@@ -5,11 +5,12 @@ on the 100-tenant store). Each server (``benchmarks.bare_app``, ``fake-lucy serv
 ``valgrind --tool=callgrind`` with counting off; once it has answered a warm-up, counting is turned
 on (``callgrind_control -i on``), the same requests as the wrk scenarios are sent (8 keep-alive
 connections, one request each at a time), counting is turned off, and the server's total divided by
-the requests is its instructions per request: the server process's own, uvicorn and the kernel's
-share of its system calls excluded.
+the requests is its instructions per request: all that the server process runs in user space
+(uvicorn, the app, SQLite), not the kernel's work for its system calls.
 
-The count is the same from run to run for the same binaries and inputs, whatever else the machine
-runs, where req/s on a shared machine moves by a third between rounds. It is not time: SQLite's C
+Other work on the machine does not change the count, where it moves req/s on a shared machine by a
+third between rounds; two runs differ by a few percent only (how many requests share a commit
+depends on timing, and the ids and keys are random). It is not time: SQLite's C
 code retires about twice as many instructions per microsecond as the interpreter's, so a ratio of
 instructions runs above the req/s one for an operation whose share of SQLite is larger (a
 ranking recall). Use it to see what a change does; the targets are set on req/s.

@@ -373,7 +373,8 @@ def _instruction_lines(counts: list[bench_instructions.Count] | None) -> list[st
         "Instructions per request, counted by callgrind in the server process (benchmarks/"
         f"bench_instructions.py: the same requests, {bench_instructions.REQUESTS} of them over"
         f" {bench_instructions.CONNECTIONS} connections after a warm-up, on a copy of the same file):"
-        " the same from run to run whatever else the machine does. Not time: SQLite's C code retires"
+        " other work on the machine does not move it (two runs differ by a few percent: how many"
+        " requests share a commit depends on timing). Not time: SQLite's C code retires"
         " about twice as many instructions per µs as the interpreter, so these ratios run above the"
         " req/s ones, the more so for the ranking recall.",
         "",
