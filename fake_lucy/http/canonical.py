@@ -38,7 +38,11 @@ def _plain(value: Any) -> bool:
 def body_sha256(body: dict[str, Any]) -> str:
     """``canonical_sha256(body)``, the same hex digest."""
     data: bytes | None = None
-    if _plain(body):
+    try:
+        plain = _plain(body)
+    except RecursionError:  # nested deeper than this walk goes (the parser allows 512 levels)
+        plain = False
+    if plain:
         try:
             data = orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
         except orjson.JSONEncodeError:  # nested past orjson's limit; a lone surrogate

@@ -186,12 +186,14 @@ def fold_wal(path: str) -> bool:
     had the file open has ended (the workers of ``fake-lucy serve``, which stop without closing
     their connections): the file alone then holds every change. A connection that closes last does
     this by itself. Returns whether the log is gone; a file still open elsewhere (another server on
-    it) or not writable keeps its log, which loses nothing: the next connection reads it."""
+    it, a reader) or not writable keeps its log at once, without waiting, which loses nothing: the
+    next connection reads it."""
     if path == MEMORY or not Path(path).exists():
         return True
     try:
-        with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as conn:
-            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        # no busy handler: while another connection reads or writes the file, waiting for it
+        # would hold the write lock from its other writers and the stop for as long
+        with contextlib.closing(sqlite3.connect(path, isolation_level=None, timeout=0)) as conn:
             busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
     except sqlite3.Error:
         return False
@@ -220,6 +222,7 @@ class Database:
         self._inline_pause = 0  # reads left to send to the thread straight away
         self.group_commits = group_commits
         self._group: _Group | None = None  # open: its BEGIN IMMEDIATE ran, its COMMIT not yet
+        self._temp_in_memory = False  # SQLite's temp_store (see ``_keep_temporary_data``)
         if path != MEMORY:
             try:
                 Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -266,10 +269,6 @@ class Database:
                 self.conn.execute("PRAGMA synchronous = OFF")
                 self.conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_CHECKPOINT_PAGES}")
             self.conn.execute("PRAGMA foreign_keys = OFF")
-            # A group's members are savepoints: SQLite keeps the pages each changes as they were
-            # (to roll it back alone), and past 64 KiB wrote them page by page to a temporary file,
-            # ~2/3 of a propose's system calls under load. In memory, a group holds a few hundred KB.
-            self.conn.execute("PRAGMA temp_store = MEMORY")
         except sqlite3.Error as exc:
             self.conn.close()
             raise _unwritable(path, exc) or exc from None
@@ -401,6 +400,7 @@ class Database:
     def write(self) -> Iterator[sqlite3.Connection]:
         """``BEGIN IMMEDIATE`` … ``COMMIT``; any exception rolls the whole transaction back."""
         self.commit_group()
+        self._keep_temporary_data(in_memory=False)
         conn = self.conn
         conn.execute("BEGIN IMMEDIATE")
         try:
@@ -409,6 +409,19 @@ class Database:
             conn.execute("ROLLBACK")
             raise
         conn.execute("COMMIT")
+
+    def _keep_temporary_data(self, *, in_memory: bool) -> None:
+        """Where SQLite keeps this connection's temporary data, before a transaction begins.
+
+        A group's members are savepoints: SQLite keeps each page a member changes as it was (to roll
+        that member back alone), and past 64 KiB wrote those pages one by one to a temporary file,
+        most of a propose's system calls under load. A group of requests keeps a few hundred KB of
+        them, in memory. Any other write transaction (a reset, a restore, an administrative change)
+        may change a large part of the file: its copies go to a temporary file, as by default, not
+        into the process's memory."""
+        if self._temp_in_memory != in_memory:
+            self.conn.execute(f"PRAGMA temp_store = {'MEMORY' if in_memory else 'DEFAULT'}")
+            self._temp_in_memory = in_memory
 
     @contextmanager
     def write_in_group(self) -> Iterator[sqlite3.Connection]:
@@ -425,6 +438,7 @@ class Database:
         if self._group is not None and not conn.in_transaction:  # SQLite ended it: the group failed
             self.commit_group()
         if self._group is None:
+            self._keep_temporary_data(in_memory=True)
             conn.execute("BEGIN IMMEDIATE")
             self._group = _Group()
         group = self._group

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from fake_lucy.http import canonical
 from fake_lucy.http.canonical import body_sha256
-from lucy_memory._contract import canonical_sha256
+from lucy_memory._contract import canonical_sha256, parse_json_object
+from lucy_memory._contract.jsonparse import MAX_DEPTH
 
 # What a parsed body can hold: any text (the parser refuses lone surrogates), integers on both sides
 # of the exactly-held range, finite floats, and keys in and out of ASCII (UTF-16 order differs from
@@ -58,3 +59,9 @@ def test_a_propose_body_takes_orjson_and_a_float_or_a_wide_key_does_not() -> Non
     assert not canonical._plain({**body, "\U0001f600": 1})
     assert not canonical._plain({**body, "importance": 2**53})
     assert body_sha256({**body, "importance": 5.0}) == canonical_sha256({**body, "importance": 5.0})
+
+
+def test_a_body_nested_as_deep_as_the_parser_allows_has_the_same_hash() -> None:
+    depth = MAX_DEPTH - 1  # the object itself is the first level
+    body = parse_json_object(b'{"a":' + b"[" * depth + b"]" * depth + b"}")
+    assert body_sha256(body) == canonical_sha256(body)

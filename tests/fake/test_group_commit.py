@@ -360,3 +360,23 @@ def test_a_group_keeps_its_requests_undo_pages_in_memory_not_in_a_temporary_file
         assert set(_temporary_files()) - before == set()
     database.commit_group()
     assert conn.execute("SELECT count(*) FROM t WHERE v = ?", ("x" * 200,)).fetchone()[0] == 2_000
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").exists(), reason="reads /proc to see the open files")
+def test_a_write_outside_a_group_keeps_its_undo_pages_in_a_temporary_file_not_in_memory(
+    database: Database,
+) -> None:
+    """A reset, a restore or an administrative change may change a large part of the file: the
+    copies of the pages it changes go to a temporary file past 64 KiB, as SQLite does by default,
+    not into the process's memory, also after a group kept its own in memory."""
+    conn = database.conn
+    conn.executemany("INSERT INTO t (v) VALUES (?)", [("x" * 200,) for _ in range(2_000)])  # ~100 pages
+    with database.write_in_group() as tx:
+        tx.execute("UPDATE t SET v = upper(v)")
+    before = set(_temporary_files())
+    with database.write() as tx:
+        tx.execute("SAVEPOINT large")  # the undo pages of a large change, as a restore's would be
+        tx.execute("UPDATE t SET v = lower(v)")
+        assert set(_temporary_files()) - before, "the undo pages were kept in memory"
+        tx.execute("RELEASE large")
+    assert conn.execute("SELECT count(*) FROM t WHERE v = ?", ("x" * 200,)).fetchone()[0] == 2_000

@@ -11,6 +11,7 @@ import contextlib
 import os
 import signal
 import sqlite3
+import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
@@ -18,6 +19,9 @@ import httpx
 import pytest
 
 from fake_lucy.domain.defaults import DEV_TOKEN
+from fake_lucy.runtime import FakeLucy
+from fake_lucy.settings import FakeLucySettings
+from fake_lucy.store.connection import fold_wal
 from fake_lucy.testing import FakeAdmin, ServeProcess
 from fake_lucy.testing.admin import EventWatch
 from fake_lucy.testing.fakes import poll_until
@@ -282,3 +286,22 @@ def test_a_stop_of_two_workers_leaves_every_change_in_the_database_file_itself(t
     copy.write_bytes(database.read_bytes())  # the file alone, as a backup or a CI artifact takes it
     with contextlib.closing(sqlite3.connect(copy)) as conn:
         assert conn.execute("SELECT count(*) FROM proposals WHERE id = ?", (created,)).fetchone() == (1,)
+
+
+def test_folding_the_log_back_never_waits_for_another_connection_on_the_file(tmp_path: Path) -> None:
+    """A file another connection still uses (a second server, a reader) keeps its log, at once:
+    waiting would hold the write lock from that connection's writes, and the stop, for as long."""
+    database = tmp_path / "shared.sqlite3"
+    FakeLucy(FakeLucySettings(database=str(database))).close()
+    with contextlib.closing(sqlite3.connect(database, isolation_level=None)) as other:
+        other.execute("BEGIN IMMEDIATE")  # another process writing
+        other.execute("UPDATE server_state SET auth_epoch = auth_epoch + 1")
+        folded: list[bool] = []
+        folding = threading.Thread(target=lambda: folded.append(fold_wal(str(database))))
+        folding.start()
+        folding.join(timeout=5)  # the busy timeout it must not wait for is 10 s
+        assert not folding.is_alive(), "fold_wal waited for the other connection's lock"
+        assert folded == [False]
+        other.execute("COMMIT")
+    assert fold_wal(str(database)) is True
+    assert not Path(f"{database}-wal").exists()
