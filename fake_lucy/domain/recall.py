@@ -22,7 +22,7 @@ from typing import Any
 
 from fake_lucy.domain.principals import Scope, scope_tag
 from fake_lucy.domain.records import ranked_memory_dict
-from fake_lucy.store.records import RANKED_MEMORY_COLUMNS, RANKED_MEMORY_NAMES
+from fake_lucy.store.records import RANKED_MEMORY_COLUMNS, RANKED_MEMORY_POSITIONS
 from fake_lucy.store.schema import fts_table
 
 __all__ = [
@@ -45,7 +45,7 @@ _TERM = re.compile(r"[^\W_]+")
 _WEIGHTS = "0.0, 1.0, 0.5"
 # Positions in a plain row of ``RANKED_MEMORY_COLUMNS`` (then, in the filtered query, its rank).
 _SEQ, _ID, _IMPORTANCE, _UPDATED_AT = (
-    RANKED_MEMORY_NAMES.index(name) for name in ("seq", "id", "importance", "updated_at")
+    RANKED_MEMORY_POSITIONS[name] for name in ("seq", "id", "importance", "updated_at")
 )
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from fake_lucy.store.records import (
     JOURNAL_COLUMNS,
-    RANKED_MEMORY_NAMES,
+    RANKED_MEMORY_POSITIONS,
     JournalRow,
     LedgerRecord,
     MemoryRecord,
@@ -50,8 +50,7 @@ def memory_dict(record: MemoryRecord) -> dict[str, Any]:
     return _memory(functools.partial(getattr, record))
 
 
-# The positions of ``store.records.RANKED_MEMORY_COLUMNS`` in a plain (tuple) row.
-_R = {name: n for n, name in enumerate(RANKED_MEMORY_NAMES)}
+_R = RANKED_MEMORY_POSITIONS
 _ID, _VERSION, _KIND, _TOPIC, _CONTENT = (_R[n] for n in ("id", "version", "kind", "topic", "content"))
 _IMPORTANCE, _SCOPE_KIND, _SCOPE_ID = (_R[n] for n in ("importance", "scope_kind", "scope_id"))
 _STATUS, _SOURCE, _CREATED, _UPDATED = (_R[n] for n in ("status", "source", "created_at", "updated_at"))

@@ -37,16 +37,8 @@ def _plain(value: Any) -> bool:
 
 def body_sha256(body: dict[str, Any]) -> str:
     """``canonical_sha256(body)``, the same hex digest."""
-    data: bytes | None = None
     try:
-        plain = _plain(body)
-    except RecursionError:  # nested deeper than this walk goes (the parser allows 512 levels)
-        plain = False
-    if plain:
-        try:
-            data = orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
-        except orjson.JSONEncodeError:  # nested past orjson's limit; a lone surrogate
-            data = None
-    if data is None:
+        data = orjson.dumps(body, option=orjson.OPT_SORT_KEYS) if _plain(body) else canonical_bytes(body)
+    except (RecursionError, orjson.JSONEncodeError):  # nested past this walk or orjson; a lone surrogate
         data = canonical_bytes(body)
     return hashlib.sha256(data).hexdigest()

@@ -46,7 +46,7 @@ __all__ = [
     "LAST_ACCESSED_AT",
     "MEMORY_COLUMNS",
     "RANKED_MEMORY_COLUMNS",
-    "RANKED_MEMORY_NAMES",
+    "RANKED_MEMORY_POSITIONS",
     "VERSION_COLUMNS",
     "JournalRow",
     "LedgerRecord",
@@ -67,11 +67,13 @@ MEMORY_COLUMNS = f"{_HEAD_COLUMNS}, {LAST_ACCESSED_AT}"
 # The same for a memory a recall ranks: its answer carries the recall's own time as the access
 # time (it is stamped after the ranking), so the stored one is not read (one lookup a memory less).
 RANKED_MEMORY_COLUMNS = f"{_HEAD_COLUMNS}, NULL AS last_accessed_at"
-# Their names, in order (a plain row's positions).
-RANKED_MEMORY_NAMES = (
-    *(column.strip().removeprefix("m.") for column in _HEAD_COLUMNS.split(",")),
-    "last_accessed_at",
-)
+# Each of their names' position in a plain (tuple) row.
+RANKED_MEMORY_POSITIONS = {
+    name: n
+    for n, name in enumerate(
+        (*(column.strip().removeprefix("m.") for column in _HEAD_COLUMNS.split(",")), "last_accessed_at")
+    )
+}
 # The columns of ``MemoryRecord`` read from one version (``memory_versions v``) of a memory ``m``.
 VERSION_COLUMNS = (
     f"m.seq, m.id, m.tenant_id, m.scope_kind, m.scope_id, m.created_at, {LAST_ACCESSED_AT},"
