@@ -19,7 +19,6 @@ import multiprocessing
 import random
 import re
 import shutil
-import sys
 import tempfile
 import threading
 import time
@@ -36,7 +35,7 @@ from benchmarks.common import (
     Summary,
     free_port,
     machine,
-    process,
+    serve_fake,
     set_credits,
     summarise,
 )
@@ -90,8 +89,7 @@ def _store() -> Iterator[Path]:
 def _serve(database: Path, workers: int) -> Iterator[str]:
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    args = [sys.executable, "-m", "fake_lucy", "serve", "--port", str(port), "--database", str(database)]
-    with process([*args, "--workers", str(workers)], f"{base}/healthz"):
+    with serve_fake(database, port, workers=workers):
         set_credits(base, "acct_dev", 100_000_000)
         yield base
 

@@ -38,7 +38,16 @@ import httpx
 
 from benchmarks import bench_http, bench_instructions
 from benchmarks.bench_http import Scenario, WrkResult
-from benchmarks.common import ADMIN_TOKEN, API, DEV_TOKEN, Summary, free_port, process, set_credits, summarise
+from benchmarks.common import (
+    ADMIN_TOKEN,
+    API,
+    DEV_TOKEN,
+    Summary,
+    free_port,
+    serve_fake,
+    set_credits,
+    summarise,
+)
 from benchmarks.seeding import COMMON_TERM, RARE_TERM, Seeder
 from fake_lucy.domain import recall, tenants
 from fake_lucy.domain.principals import Scope
@@ -80,8 +89,8 @@ def build_store(database: Path) -> None:
 def serve(
     database: Path, port: int, workers: int = 1
 ) -> contextlib.AbstractContextManager[subprocess.Popen[bytes]]:
-    args = [sys.executable, "-m", "fake_lucy", "serve", "--port", str(port), "--database", str(database)]
-    return process([*args, "--workers", str(workers)], f"http://127.0.0.1:{port}/healthz")
+    """``fake-lucy serve --quiet``, as every section but the console's measures it."""
+    return serve_fake(database, port, workers=workers)
 
 
 # -- 1. HTTP under wrk ---------------------------------------------------------------------------
@@ -432,7 +441,8 @@ def section(results: TenantResults) -> list[str]:
         "",
         f"HTTP, as in section 1 (wrk -t{bench_http.THREADS} -c{bench_http.CONNECTIONS}"
         f" -d{bench_http.DURATION_S}s, {len(next(iter(results.http.values())))} interleaved rounds, best"
-        " round shown; one worker): the dev token's recall with a new query each request (every request"
+        " round shown; one worker, `--quiet` as in every section; the server log's cost is in"
+        " benchmarks/console-results.md): the dev token's recall with a new query each request (every request"
         " ranks in the tenant's own index), proposal status and propose.",
         "",
         "| scenario | req/s (best) | req/s range | p50 ms | p99 ms | requests | non-2xx"

@@ -116,11 +116,12 @@ def process(
 
 
 def serve_fake(
-    database: Path, port: int, *, quiet: bool = True, module: str = "fake_lucy"
+    database: Path, port: int, *, quiet: bool = True, module: str = "fake_lucy", workers: int = 1
 ) -> contextlib.AbstractContextManager[subprocess.Popen[bytes]]:
-    """``fake-lucy serve`` (one uvicorn worker) as a separate process, by default without the server
-    log (its cost is measured on its own by ``bench_console``); ``module`` is the one ``python -m``
-    runs (``benchmarks.judge_off``: the same server without the findings judge)."""
+    """``fake-lucy serve`` as a separate process, by default with one uvicorn worker and without the
+    server log (its cost is measured on its own by ``bench_console``; every other section measures
+    with ``--quiet``); ``module`` is the one ``python -m`` runs (``benchmarks.judge_off``: the same
+    server without the findings judge)."""
     return process(
         [
             sys.executable,
@@ -131,6 +132,8 @@ def serve_fake(
             str(port),
             "--database",
             str(database),
+            "--workers",
+            str(workers),
             *(["--quiet"] if quiet else []),
         ],
         f"http://127.0.0.1:{port}/healthz",

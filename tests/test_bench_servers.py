@@ -1,0 +1,73 @@
+"""Every section of ``make bench`` measures ``fake-lucy serve`` as the README says: with ``--quiet``
+(the server log's own cost is the console section's to measure), started in one place
+(``benchmarks.common.serve_fake``)."""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from benchmarks import bench_recall_stall, bench_tenants, common
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+@pytest.fixture
+def started(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The argument lists of the server processes the benchmarks would start."""
+    calls: list[list[str]] = []
+
+    @contextlib.contextmanager
+    def process(args: list[str], ready_url: str, env: Any = None) -> Iterator[None]:
+        calls.append(args)
+        yield None
+
+    monkeypatch.setattr(common, "process", process)
+    monkeypatch.setattr(bench_recall_stall, "set_credits", lambda *args: None)
+    return calls
+
+
+def _option(args: list[str], name: str) -> str:
+    return args[args.index(name) + 1]
+
+
+def test_the_tenants_section_serves_quietly(started: list[list[str]], tmp_path: Path) -> None:
+    with bench_tenants.serve(tmp_path / "s.sqlite3", 8123):
+        pass
+    with bench_tenants.serve(tmp_path / "s.sqlite3", 8124, workers=2):
+        pass
+    assert [("--quiet" in args, _option(args, "--workers")) for args in started] == [(True, "1"), (True, "2")]
+    assert _option(started[0], "--database") == str(tmp_path / "s.sqlite3")
+
+
+def test_the_stall_section_serves_quietly(started: list[list[str]], tmp_path: Path) -> None:
+    with bench_recall_stall._serve(tmp_path / "s.sqlite3", 2) as base:
+        assert base.startswith("http://127.0.0.1:")
+    assert "--quiet" in started[0]
+    assert _option(started[0], "--workers") == "2"
+
+
+def test_only_the_console_section_asks_for_the_server_log(started: list[list[str]], tmp_path: Path) -> None:
+    with common.serve_fake(tmp_path / "s.sqlite3", 8125, quiet=False):
+        pass
+    assert "--quiet" not in started[0]
+    callers = {
+        path.name
+        for path in BENCHMARKS.glob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.keyword) and node.arg == "quiet"
+    }
+    assert callers == {"bench_console.py"}
+
+
+def test_a_fake_started_outside_serve_fake_is_quiet_too() -> None:
+    """``bench_instructions`` starts the fake under valgrind, so not through ``serve_fake``."""
+    starters = {path.name: path.read_text() for path in BENCHMARKS.glob("*.py")}
+    own = {name for name, text in starters.items() if '"fake_lucy", "serve"' in text}
+    assert own == {"bench_instructions.py"}
+    assert '[*args, "--quiet"]' in starters["bench_instructions.py"]
