@@ -87,10 +87,11 @@ def build_store(database: Path) -> None:
 
 
 def serve(
-    database: Path, port: int, workers: int = 1
+    database: Path, port: int, workers: int = 1, *, quiet: bool = True
 ) -> contextlib.AbstractContextManager[subprocess.Popen[bytes]]:
-    """``fake-lucy serve --quiet``, as every section but the console's measures it."""
-    return serve_fake(database, port, workers=workers)
+    """``fake-lucy serve``: ``--quiet`` for throughput and reset, as every section measures them;
+    with its server log for the capacity, as the compose service runs."""
+    return serve_fake(database, port, workers=workers, quiet=quiet)
 
 
 # -- 1. HTTP under wrk ---------------------------------------------------------------------------
@@ -312,7 +313,7 @@ def run_capacity(database: Path, levels: tuple[int, ...] = SESSIONS) -> list[Cap
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     rows = []
-    with serve(database, port, workers=2):
+    with serve(database, port, workers=2, quiet=False):
         asyncio.run(_capacity_level(base, 2))  # warm-up: both workers have served
         for sessions in levels:
             row = asyncio.run(_capacity_level(base, sessions))
@@ -495,7 +496,8 @@ def section(results: TenantResults) -> list[str]:
         f" | ≤ 5 ms | {_verdict(direct.p99_ms <= 5)} |",
         f"| HTTP to fake-lucy serve (round trip) | {over_http.p50_ms:.3f} | {over_http.p99_ms:.3f} | – | – |",
         "",
-        "Concurrent test sessions against `fake-lucy serve --workers 2` on the same file,"
+        "Concurrent test sessions against `fake-lucy serve --workers 2` on the same file, with its"
+        " server log on as the compose service runs it,"
         f" {CAPACITY_SECONDS:.0f} s per level: each session creates its tenant, runs tests back to back"
         " (a test: reset, propose, approve, recall, status — five requests) and deletes its tenant."
         " The load generator (one asyncio loop) runs on the same machine.",

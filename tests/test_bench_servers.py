@@ -41,7 +41,13 @@ def test_the_tenants_section_serves_quietly(started: list[list[str]], tmp_path: 
         pass
     with bench_tenants.serve(tmp_path / "s.sqlite3", 8124, workers=2):
         pass
-    assert [("--quiet" in args, _option(args, "--workers")) for args in started] == [(True, "1"), (True, "2")]
+    with bench_tenants.serve(tmp_path / "s.sqlite3", 8125, workers=2, quiet=False):
+        pass
+    assert [("--quiet" in args, _option(args, "--workers")) for args in started] == [
+        (True, "1"),
+        (True, "2"),
+        (False, "2"),
+    ]
     assert _option(started[0], "--database") == str(tmp_path / "s.sqlite3")
 
 
@@ -52,7 +58,21 @@ def test_the_stall_section_serves_quietly(started: list[list[str]], tmp_path: Pa
     assert _option(started[0], "--workers") == "2"
 
 
-def test_only_the_console_section_asks_for_the_server_log(started: list[list[str]], tmp_path: Path) -> None:
+def test_the_capacity_runs_as_the_compose_service_does(
+    started: list[list[str]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the server log (compose runs ``fake-lucy serve``), on two workers; no level measured."""
+
+    async def no_sessions(base: str, sessions: int) -> None:
+        return None
+
+    monkeypatch.setattr(bench_tenants, "_capacity_level", no_sessions)
+    assert bench_tenants.run_capacity(tmp_path / "s.sqlite3", levels=()) == []
+    assert "--quiet" not in started[0]
+    assert _option(started[0], "--workers") == "2"
+
+
+def test_only_the_console_and_capacity_log(started: list[list[str]], tmp_path: Path) -> None:
     with common.serve_fake(tmp_path / "s.sqlite3", 8125, quiet=False):
         pass
     assert "--quiet" not in started[0]
@@ -62,7 +82,7 @@ def test_only_the_console_section_asks_for_the_server_log(started: list[list[str
         for node in ast.walk(ast.parse(path.read_text()))
         if isinstance(node, ast.keyword) and node.arg == "quiet"
     }
-    assert callers == {"bench_console.py"}
+    assert callers == {"bench_console.py", "bench_tenants.py"}
 
 
 def test_a_fake_started_outside_serve_fake_is_quiet_too() -> None:
