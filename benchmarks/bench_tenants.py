@@ -396,6 +396,7 @@ def _instruction_lines(counts: list[bench_instructions.Count] | None) -> list[st
 def _floor_lines(floor: RankingFloor, cpu: dict[str, float | None]) -> list[str]:
     """What the recall target leaves for everything but the ranking statement."""
     bare_post, bare_get, status = cpu["bare FastAPI POST"], cpu["bare FastAPI GET"], cpu[STATUS]
+    ranking = cpu[UNCACHED]
     lines = [
         "What the recall target leaves. A recall runs SPEC 2's full-text statement (bm25 over every"
         f" match in the scope; here {floor.matches} matches) on top of what any request costs; timed in"
@@ -407,12 +408,13 @@ def _floor_lines(floor: RankingFloor, cpu: dict[str, float | None]) -> list[str]
         f"| the ranking statement alone (`recall.ranking_statement`, fetched) | {floor.statement_us:,.0f} |",
         f"| `recall.rank`: the statement, the candidates' rows and the order | {floor.rank_us:,.0f} |",
     ]
-    if bare_post is None or bare_get is None or status is None:
+    if bare_post is None or bare_get is None or status is None or ranking is None:
         return [*lines, ""]
     alone = bare_post / (bare_post + floor.statement_us)
     bookkeeping = status - bare_get  # what a status call does beyond the bare GET: auth, charge, rows
     with_status = bare_post / (bare_post + floor.statement_us + bookkeeping)
     budget = bare_post / 0.40 - bare_post - floor.statement_us
+    spent = ranking - bare_post - floor.statement_us
     return [
         *lines,
         "",
@@ -421,7 +423,9 @@ def _floor_lines(floor: RankingFloor, cpu: dict[str, float | None]) -> list[str]
         f" beyond the bare GET ({bookkeeping:,.0f} µs: authentication, the charge, the ledger, journal"
         f" and event rows, the commit) gives {with_status:.2f}×. The 0.40× target leaves {budget:,.0f} µs"
         " per recall for everything but the statement: its body's parsing and schema, authentication,"
-        " the charge, the ledger and journal rows, the access times, the candidates' rows and the answer.",
+        " the charge, the ledger and journal rows, the access times, the candidates' rows and the answer."
+        f" This run's recall spent {spent:,.0f} µs on them ({ranking:,.0f} µs per request in all); a status"
+        f" call's share of them alone leaves {budget - bookkeeping:,.0f} µs for the rest.",
         "",
     ]
 

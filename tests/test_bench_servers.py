@@ -91,3 +91,35 @@ def test_a_fake_started_outside_serve_fake_is_quiet_too() -> None:
     own = {name for name, text in starters.items() if '"fake_lucy", "serve"' in text}
     assert own == {"bench_instructions.py"}
     assert '[*args, "--quiet"]' in starters["bench_instructions.py"]
+
+
+def test_the_recall_floor_names_what_the_target_leaves_and_what_a_recall_spent() -> None:
+    floor = bench_tenants.RankingFloor(statement_us=240.0, rank_us=340.0, matches=51)
+    cpu: dict[str, float | None] = {
+        "bare FastAPI GET": 300.0,
+        "bare FastAPI POST": 360.0,
+        bench_tenants.STATUS: 550.0,
+        bench_tenants.UNCACHED: 1400.0,
+    }
+    text = " ".join(bench_tenants._floor_lines(floor, cpu))
+    # 360 / (360 + 240) = 0.60; with the status call's 250 µs: 360 / 850 = 0.42
+    assert "would reach 0.60× the bare POST" in text
+    assert "(250 µs: authentication" in text
+    assert "gives 0.42×" in text
+    # 360 / 0.40 - 360 - 240 = 300 µs left; the recall spent 1,400 - 360 - 240 = 800 µs
+    assert "The 0.40× target leaves 300 µs per recall" in text
+    assert "This run's recall spent 800 µs on them (1,400 µs per request in all)" in text
+    assert "leaves 50 µs for the rest" in text
+
+
+def test_the_recall_floor_without_cpu_figures_shows_the_statement_alone() -> None:
+    floor = bench_tenants.RankingFloor(statement_us=240.0, rank_us=340.0, matches=51)
+    cpu: dict[str, float | None] = {
+        "bare FastAPI GET": 300.0,
+        "bare FastAPI POST": 360.0,
+        bench_tenants.STATUS: 550.0,
+        bench_tenants.UNCACHED: None,
+    }
+    lines = bench_tenants._floor_lines(floor, cpu)
+    assert "| the ranking statement alone (`recall.ranking_statement`, fetched) | 240 |" in lines
+    assert not any("The 0.40× target leaves" in line for line in lines)
