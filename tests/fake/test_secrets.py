@@ -218,6 +218,26 @@ async def test_tokens_the_fake_issued_to_others_are_secrets_in_content_keys_and_
         assert token.encode() not in _database_bytes(fake)
 
 
+@pytest.mark.parametrize("glued", ["key-{}", "key_{}", "{}-x", "{}_x", "Bearer{}", "x-{}-y"])
+async def test_an_issued_token_joined_to_other_text_is_still_a_secret(fake, api, admin, glued) -> None:
+    """``-`` and ``_`` are token characters and also the usual separators: a token joined to a
+    prefix or suffix by one (or glued to a word) is found all the same, as a key, a client name
+    and in content."""
+    tenant_admin = (await admin.create_tenant("tenant-glued"))["admin_token"]
+    other = (await admin.create_credential("tenant_dev", scopes=[PROJECT]))["token"]
+    for token in (tenant_admin, other):
+        text = glued.format(token)
+        refused = await propose(api, key=text)
+        assert (refused.status_code, refused.json()["code"]) == (400, "invalid_header")
+        named = await propose(api, headers={"Lucy-Client-Name": text})
+        assert (named.status_code, named.json()["code"]) == (400, "invalid_header")
+        answer = await propose(api, proposal_body(f"The CI agent uses {text} from now on."))
+        proposal = answer.json()["proposal"]
+        assert (proposal["status"], proposal["reason"]) == ("rejected", "secret_detected")
+        assert token not in str(await admin.requests())
+        assert token.encode() not in _database_bytes(fake)
+
+
 async def test_a_reviewers_reason_that_looks_like_a_secret_is_refused_and_the_proposal_stays_pending(
     fake, api, admin
 ) -> None:
