@@ -53,6 +53,7 @@ ADVERSARIAL = {
     "repeated 'password for x is '": _fill("", "password for x is "),
     "digits and :AA": _fill("", "12345678:AA"),
     "32 hexadecimal digits and -us, repeated": _fill("", "0123456789abcdef" * 2 + "-us"),
+    "repeated lucy_ (each starts a token's 43 characters)": _fill("", "lucy_"),
 }
 
 
