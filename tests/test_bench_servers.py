@@ -93,15 +93,21 @@ def test_a_fake_started_outside_serve_fake_is_quiet_too() -> None:
     assert '[*args, "--quiet"]' in starters["bench_instructions.py"]
 
 
-def test_the_recall_floor_names_what_the_target_leaves_and_what_a_recall_spent() -> None:
-    floor = bench_tenants.RankingFloor(statement_us=240.0, rank_us=340.0, matches=51)
-    cpu: dict[str, float | None] = {
+FLOOR = bench_tenants.RankingFloor(statement_us=240.0, rank_us=340.0, matches=51)
+
+
+def _cpu(recall_us: float | None) -> dict[str, float | None]:
+    """Server CPU µs per request of the section's scenarios, the recall's as given."""
+    return {
         "bare FastAPI GET": 300.0,
         "bare FastAPI POST": 360.0,
         bench_tenants.STATUS: 550.0,
-        bench_tenants.UNCACHED: 1400.0,
+        bench_tenants.UNCACHED: recall_us,
     }
-    text = " ".join(bench_tenants._floor_lines(floor, cpu))
+
+
+def test_the_recall_floor_names_what_the_target_leaves_and_what_a_recall_spent() -> None:
+    text = " ".join(bench_tenants._floor_lines(FLOOR, _cpu(1400.0)))
     # 360 / (360 + 240) = 0.60; with the status call's 250 µs: 360 / 850 = 0.42
     assert "would reach 0.60× the bare POST" in text
     assert "(250 µs: authentication" in text
@@ -113,13 +119,6 @@ def test_the_recall_floor_names_what_the_target_leaves_and_what_a_recall_spent()
 
 
 def test_the_recall_floor_without_cpu_figures_shows_the_statement_alone() -> None:
-    floor = bench_tenants.RankingFloor(statement_us=240.0, rank_us=340.0, matches=51)
-    cpu: dict[str, float | None] = {
-        "bare FastAPI GET": 300.0,
-        "bare FastAPI POST": 360.0,
-        bench_tenants.STATUS: 550.0,
-        bench_tenants.UNCACHED: None,
-    }
-    lines = bench_tenants._floor_lines(floor, cpu)
+    lines = bench_tenants._floor_lines(FLOOR, _cpu(None))
     assert "| the ranking statement alone (`recall.ranking_statement`, fetched) | 240 |" in lines
     assert not any("The 0.40× target leaves" in line for line in lines)
